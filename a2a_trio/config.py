@@ -1,0 +1,126 @@
+"""The configuration file, and building the app from it.
+
+``a2a_trio:app`` reads ``a2a.toml`` from the working directory (or the file
+named by ``A2A_TRIO_CONFIG``); without one it serves the bundled echo agent.
+``A2A_TRIO_DATABASE`` overrides ``storage.path``. Every key is documented in
+docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .runtime import HostSettings
+from .server import A2AApp, ServerSettings
+
+__all__ = ["AgentSettings", "ConfigError", "Settings", "build_app", "load_settings"]
+
+CONFIG_ENV = "A2A_TRIO_CONFIG"
+DATABASE_ENV = "A2A_TRIO_DATABASE"
+DEFAULT_CONFIG = "a2a.toml"
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StorageSettings(_Section):
+    path: str = "a2a.db"
+    secret_key: str | None = None
+
+
+class RuntimeSettings(_Section):
+    cancel_grace: float = Field(default=5.0, ge=0)
+    shutdown_grace: float = Field(default=10.0, ge=0)
+    queue_size: int = Field(default=64, ge=1)
+
+
+class ServerSection(_Section):
+    public_url: str | None = None
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    keepalive_interval: float = Field(default=15.0, gt=0)
+    card_max_age: int = Field(default=300, ge=0)
+
+
+class AgentSettings(_Section):
+    name: str = "default"
+    prefix: str = ""
+    executor: str
+    card: str | dict[str, Any]
+    extended_card: str | dict[str, Any] | None = None
+    well_known: bool | None = None
+
+
+class Settings(_Section):
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+    server: ServerSection = Field(default_factory=ServerSection)
+    agents: list[AgentSettings] = Field(default_factory=list)
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors(include_url=False):
+        key = ".".join(str(part) for part in item["loc"])
+        lines.append(f"{key}: {item['msg']}")
+    return "; ".join(lines)
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Read the configuration file (if any) and apply environment overrides."""
+    data: dict[str, Any] = {}
+    chosen = path or os.environ.get(CONFIG_ENV)
+    config_path = Path(chosen) if chosen else Path(DEFAULT_CONFIG)
+    if config_path.exists():
+        try:
+            data = tomllib.loads(config_path.read_text())
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{config_path}: not valid TOML: {error}") from None
+    elif chosen:
+        raise ConfigError(f"configuration file {config_path} does not exist")
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(f"{config_path}: {_describe(error)}") from None
+    database = os.environ.get(DATABASE_ENV)
+    if database:
+        settings.storage.path = database
+    return settings
+
+
+def build_app(settings: Settings | None = None) -> A2AApp:
+    """The app the settings describe; the echo agent when they name none."""
+    settings = settings or load_settings()
+    app = A2AApp(
+        database=settings.storage.path,
+        secret_key=settings.storage.secret_key,
+        settings=ServerSettings(**settings.server.model_dump()),
+        host_settings=HostSettings(**settings.runtime.model_dump()),
+    )
+    if not settings.agents:
+        from .echo import EchoExecutor, echo_card
+
+        app.mount("", card=echo_card(), executor=EchoExecutor(), name="default")
+        return app
+    for index, agent in enumerate(settings.agents):
+        try:
+            app.mount(
+                agent.prefix,
+                card=agent.card,
+                executor=agent.executor,
+                name=agent.name,
+                well_known=agent.well_known,
+                extended_card=agent.extended_card,
+            )
+        except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
+            raise ConfigError(f"agents[{index}] ({agent.name}): {error}") from None
+    return app

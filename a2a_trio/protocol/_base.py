@@ -1,0 +1,160 @@
+"""ProtoJSON conventions shared by every wire model.
+
+A2A 1.0 is defined in protobuf and carried as ProtoJSON: camelCase field names
+(snake_case also accepted on input), unset fields omitted, enums as their
+names, timestamps as RFC 3339 UTC strings, bytes as base64, unknown fields
+ignored. Everything here is pure.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+from datetime import UTC, datetime
+from typing import Annotated, Any, Self, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "Base64Bytes",
+    "ProtoEnum",
+    "ProtoModel",
+    "Timestamp",
+    "format_timestamp",
+    "parse_timestamp",
+    "utcnow",
+]
+
+
+class ProtoModel(BaseModel):
+    """Base of every wire object: ProtoJSON in, ProtoJSON out."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="ignore",
+        use_enum_values=False,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ProtoJSON object: camelCase keys, unset fields omitted."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def to_json(self) -> str:
+        """The ProtoJSON text of :meth:`to_wire`, compact."""
+        return self.model_dump_json(exclude_none=True)
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Self:
+        """Validate a decoded ProtoJSON value (raises pydantic.ValidationError)."""
+        return cls.model_validate(data)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_timestamp(value: datetime) -> str:
+    """RFC 3339 in UTC with millisecond precision: ``2025-10-28T10:30:00.000Z``."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def parse_timestamp(value: Any) -> datetime:
+    """Parse an RFC 3339 / ISO 8601 timestamp; naive values are taken as UTC."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"not an RFC 3339 timestamp: {value!r}") from None
+    else:
+        raise ValueError(f"expected an RFC 3339 timestamp string, got {type(value).__name__}")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+Timestamp = Annotated[
+    datetime,
+    BeforeValidator(parse_timestamp),
+    PlainSerializer(format_timestamp, return_type=str, when_used="json"),
+]
+
+
+def _decode_base64(value: Any) -> bytes:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    if not isinstance(value, str):
+        raise ValueError("expected a base64 string")
+    # ProtoJSON accepts standard or URL-safe alphabets, with or without padding.
+    text = value.strip().replace("-", "+").replace("_", "/")
+    text += "=" * (-len(text) % 4)
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("invalid base64 data") from None
+
+
+def _encode_base64(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+Base64Bytes = Annotated[
+    bytes,
+    BeforeValidator(_decode_base64),
+    PlainSerializer(_encode_base64, return_type=str, when_used="json"),
+]
+
+
+E = TypeVar("E", bound="ProtoEnum")
+
+
+class ProtoEnum(enum.StrEnum):
+    """A protobuf enum: serialised by name, parsed from name or number.
+
+    ``_short`` lets a lenient parser accept the legacy lowercase spellings
+    (``working``, ``input-required``) that appear in query strings.
+    """
+
+    @classmethod
+    def _prefix(cls) -> str:
+        return ""
+
+    @classmethod
+    def parse(cls, value: Any) -> Any:
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, bool):
+            raise ValueError(f"invalid {cls.__name__}: {value!r}")
+        if isinstance(value, int):
+            members = list(cls)
+            if 0 <= value < len(members):
+                return members[value]
+            raise ValueError(f"invalid {cls.__name__} number: {value}")
+        if isinstance(value, str):
+            text = value.strip()
+            try:
+                return cls(text)
+            except ValueError:
+                pass
+            candidate = cls._prefix() + text.upper().replace("-", "_")
+            try:
+                return cls(candidate)
+            except ValueError:
+                pass
+        allowed = ", ".join(member.value for member in cls)
+        raise ValueError(f"invalid {cls.__name__} {value!r}; expected one of {allowed}")
+
+    def __str__(self) -> str:
+        return str(self.value)

@@ -1,0 +1,507 @@
+"""The A2A 1.0 data model (``lf.a2a.v1`` in a2a.proto) as pydantic models.
+
+Field names follow the proto in snake_case; on the wire they are camelCase.
+Optional scalars and repeated fields default to ``None`` so that what was not
+set is not sent.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, model_validator
+
+from ._base import Base64Bytes, ProtoEnum, ProtoModel, Timestamp
+
+__all__ = [
+    "APIKeySecurityScheme",
+    "AgentCapabilities",
+    "AgentCard",
+    "AgentCardSignature",
+    "AgentExtension",
+    "AgentInterface",
+    "AgentProvider",
+    "AgentSkill",
+    "Artifact",
+    "AuthenticationInfo",
+    "AuthorizationCodeOAuthFlow",
+    "CancelTaskRequest",
+    "ClientCredentialsOAuthFlow",
+    "DeleteTaskPushNotificationConfigRequest",
+    "DeviceCodeOAuthFlow",
+    "GetExtendedAgentCardRequest",
+    "GetTaskPushNotificationConfigRequest",
+    "GetTaskRequest",
+    "HTTPAuthSecurityScheme",
+    "ImplicitOAuthFlow",
+    "ListTaskPushNotificationConfigsRequest",
+    "ListTaskPushNotificationConfigsResponse",
+    "ListTasksRequest",
+    "ListTasksResponse",
+    "Message",
+    "MutualTlsSecurityScheme",
+    "OAuth2SecurityScheme",
+    "OAuthFlows",
+    "OpenIdConnectSecurityScheme",
+    "Part",
+    "PasswordOAuthFlow",
+    "Role",
+    "SecurityRequirement",
+    "SecurityScheme",
+    "SendMessageConfiguration",
+    "SendMessageRequest",
+    "SendMessageResponse",
+    "StreamResponse",
+    "StringList",
+    "SubscribeToTaskRequest",
+    "Task",
+    "TaskArtifactUpdateEvent",
+    "TaskPushNotificationConfig",
+    "TaskState",
+    "TaskStatus",
+    "TaskStatusUpdateEvent",
+]
+
+Struct = dict[str, Any]
+
+
+# --- enums -----------------------------------------------------------------
+
+
+class TaskState(ProtoEnum):
+    """Lifecycle state of a task. Declaration order is the proto numbering."""
+
+    UNSPECIFIED = "TASK_STATE_UNSPECIFIED"
+    SUBMITTED = "TASK_STATE_SUBMITTED"
+    WORKING = "TASK_STATE_WORKING"
+    COMPLETED = "TASK_STATE_COMPLETED"
+    FAILED = "TASK_STATE_FAILED"
+    CANCELED = "TASK_STATE_CANCELED"
+    INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+    REJECTED = "TASK_STATE_REJECTED"
+    AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
+
+    @classmethod
+    def _prefix(cls) -> str:
+        return "TASK_STATE_"
+
+    @property
+    def is_final(self) -> bool:
+        """COMPLETED, FAILED, CANCELED and REJECTED never change again."""
+        return self in _FINAL_STATES
+
+    @property
+    def is_interrupted(self) -> bool:
+        """INPUT_REQUIRED and AUTH_REQUIRED wait for the client."""
+        return self in _INTERRUPTED_STATES
+
+
+_FINAL_STATES = frozenset(
+    {TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED}
+)
+_INTERRUPTED_STATES = frozenset({TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED})
+
+
+class Role(ProtoEnum):
+    """Sender of a message."""
+
+    UNSPECIFIED = "ROLE_UNSPECIFIED"
+    USER = "ROLE_USER"
+    AGENT = "ROLE_AGENT"
+
+    @classmethod
+    def _prefix(cls) -> str:
+        return "ROLE_"
+
+
+TaskStateField = Annotated[TaskState, BeforeValidator(TaskState.parse)]
+RoleField = Annotated[Role, BeforeValidator(Role.parse)]
+
+
+# --- core objects ----------------------------------------------------------
+
+
+class Part(ProtoModel):
+    """One piece of content: exactly one of ``text``, ``raw``, ``url``, ``data``."""
+
+    text: str | None = None
+    raw: Base64Bytes | None = None
+    url: str | None = None
+    data: Any = None
+    metadata: Struct | None = None
+    filename: str | None = None
+    media_type: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one_content(self) -> Part:
+        present = [
+            name
+            for name in ("text", "raw", "url", "data")
+            if getattr(self, name) is not None
+            or (name == "data" and "data" in self.model_fields_set)
+        ]
+        if len(present) != 1:
+            found = ", ".join(present) if present else "none"
+            raise ValueError(
+                f"a part must have exactly one of text, raw, url or data (found: {found})"
+            )
+        return self
+
+
+class Message(ProtoModel):
+    """One unit of communication between client and agent."""
+
+    message_id: str = Field(min_length=1)
+    context_id: str | None = None
+    task_id: str | None = None
+    role: RoleField
+    parts: list[Part] = Field(min_length=1)
+    metadata: Struct | None = None
+    extensions: list[str] | None = None
+    reference_task_ids: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _role_is_set(self) -> Message:
+        if self.role is Role.UNSPECIFIED:
+            raise ValueError("role must be ROLE_USER or ROLE_AGENT")
+        return self
+
+
+class TaskStatus(ProtoModel):
+    state: TaskStateField
+    message: Message | None = None
+    timestamp: Timestamp | None = None
+
+
+class Artifact(ProtoModel):
+    artifact_id: str = Field(min_length=1)
+    name: str | None = None
+    description: str | None = None
+    parts: list[Part] = Field(min_length=1)
+    metadata: Struct | None = None
+    extensions: list[str] | None = None
+
+
+class Task(ProtoModel):
+    id: str = Field(min_length=1)
+    context_id: str | None = None
+    status: TaskStatus
+    artifacts: list[Artifact] | None = None
+    history: list[Message] | None = None
+    metadata: Struct | None = None
+
+
+class TaskStatusUpdateEvent(ProtoModel):
+    task_id: str
+    context_id: str
+    status: TaskStatus
+    metadata: Struct | None = None
+
+
+class TaskArtifactUpdateEvent(ProtoModel):
+    task_id: str
+    context_id: str
+    artifact: Artifact
+    append: bool | None = None
+    last_chunk: bool | None = None
+    metadata: Struct | None = None
+
+
+# --- push notifications ----------------------------------------------------
+
+
+class AuthenticationInfo(ProtoModel):
+    scheme: str = Field(min_length=1)
+    credentials: str | None = None
+
+
+class TaskPushNotificationConfig(ProtoModel):
+    tenant: str | None = None
+    id: str | None = None
+    task_id: str | None = None
+    url: str = Field(min_length=1)
+    token: str | None = None
+    authentication: AuthenticationInfo | None = None
+
+
+# --- agent card ------------------------------------------------------------
+
+
+class AgentInterface(ProtoModel):
+    url: str
+    protocol_binding: str
+    tenant: str | None = None
+    protocol_version: str
+
+
+class AgentProvider(ProtoModel):
+    url: str
+    organization: str
+
+
+class AgentExtension(ProtoModel):
+    uri: str | None = None
+    description: str | None = None
+    required: bool | None = None
+    params: Struct | None = None
+
+
+class AgentCapabilities(ProtoModel):
+    streaming: bool | None = None
+    push_notifications: bool | None = None
+    extensions: list[AgentExtension] | None = None
+    extended_agent_card: bool | None = None
+
+
+class StringList(ProtoModel):
+    values: list[str] = Field(default_factory=list, alias="list")
+
+
+class SecurityRequirement(ProtoModel):
+    schemes: dict[str, StringList] = Field(default_factory=dict)
+
+
+class AgentSkill(ProtoModel):
+    id: str
+    name: str
+    description: str
+    tags: list[str]
+    examples: list[str] | None = None
+    input_modes: list[str] | None = None
+    output_modes: list[str] | None = None
+    security_requirements: list[SecurityRequirement] | None = None
+
+
+class AgentCardSignature(ProtoModel):
+    protected: str
+    signature: str
+    header: Struct | None = None
+
+
+class APIKeySecurityScheme(ProtoModel):
+    description: str | None = None
+    location: str
+    name: str
+
+
+class HTTPAuthSecurityScheme(ProtoModel):
+    description: str | None = None
+    scheme: str
+    bearer_format: str | None = None
+
+
+class AuthorizationCodeOAuthFlow(ProtoModel):
+    authorization_url: str
+    token_url: str
+    refresh_url: str | None = None
+    scopes: dict[str, str] = Field(default_factory=dict)
+    pkce_required: bool | None = None
+
+
+class ClientCredentialsOAuthFlow(ProtoModel):
+    token_url: str
+    refresh_url: str | None = None
+    scopes: dict[str, str] = Field(default_factory=dict)
+
+
+class ImplicitOAuthFlow(ProtoModel):
+    authorization_url: str | None = None
+    refresh_url: str | None = None
+    scopes: dict[str, str] | None = None
+
+
+class PasswordOAuthFlow(ProtoModel):
+    token_url: str | None = None
+    refresh_url: str | None = None
+    scopes: dict[str, str] | None = None
+
+
+class DeviceCodeOAuthFlow(ProtoModel):
+    device_authorization_url: str
+    token_url: str
+    refresh_url: str | None = None
+    scopes: dict[str, str] = Field(default_factory=dict)
+
+
+class OAuthFlows(ProtoModel):
+    authorization_code: AuthorizationCodeOAuthFlow | None = None
+    client_credentials: ClientCredentialsOAuthFlow | None = None
+    implicit: ImplicitOAuthFlow | None = None
+    password: PasswordOAuthFlow | None = None
+    device_code: DeviceCodeOAuthFlow | None = None
+
+
+class OAuth2SecurityScheme(ProtoModel):
+    description: str | None = None
+    flows: OAuthFlows
+    oauth2_metadata_url: str | None = None
+
+
+class OpenIdConnectSecurityScheme(ProtoModel):
+    description: str | None = None
+    open_id_connect_url: str
+
+
+class MutualTlsSecurityScheme(ProtoModel):
+    description: str | None = None
+
+
+class SecurityScheme(ProtoModel):
+    """A oneof: exactly one of the scheme kinds is set."""
+
+    api_key_security_scheme: APIKeySecurityScheme | None = None
+    http_auth_security_scheme: HTTPAuthSecurityScheme | None = None
+    oauth2_security_scheme: OAuth2SecurityScheme | None = None
+    open_id_connect_security_scheme: OpenIdConnectSecurityScheme | None = None
+    mtls_security_scheme: MutualTlsSecurityScheme | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one_scheme(self) -> SecurityScheme:
+        present = [name for name, value in self if value is not None]
+        if len(present) != 1:
+            raise ValueError("a security scheme must set exactly one scheme kind")
+        return self
+
+
+class AgentCard(ProtoModel):
+    """The agent's self-description served for discovery."""
+
+    name: str
+    description: str
+    supported_interfaces: list[AgentInterface] | None = None
+    provider: AgentProvider | None = None
+    version: str
+    documentation_url: str | None = None
+    capabilities: AgentCapabilities = Field(default_factory=AgentCapabilities)
+    security_schemes: dict[str, SecurityScheme] | None = None
+    security_requirements: list[SecurityRequirement] | None = None
+    default_input_modes: list[str]
+    default_output_modes: list[str]
+    skills: list[AgentSkill]
+    signatures: list[AgentCardSignature] | None = None
+    icon_url: str | None = None
+
+
+# --- requests and responses ------------------------------------------------
+
+
+class SendMessageConfiguration(ProtoModel):
+    accepted_output_modes: list[str] | None = None
+    task_push_notification_config: TaskPushNotificationConfig | None = None
+    history_length: int | None = Field(default=None, ge=0)
+    return_immediately: bool | None = None
+
+
+class SendMessageRequest(ProtoModel):
+    tenant: str | None = None
+    message: Message
+    configuration: SendMessageConfiguration | None = None
+    metadata: Struct | None = None
+
+
+class GetTaskRequest(ProtoModel):
+    tenant: str | None = None
+    id: str = Field(min_length=1)
+    history_length: int | None = Field(default=None, ge=0)
+
+
+class ListTasksRequest(ProtoModel):
+    tenant: str | None = None
+    context_id: str | None = None
+    status: TaskStateField | None = None
+    page_size: int | None = Field(default=None, ge=1, le=100)
+    page_token: str | None = None
+    history_length: int | None = Field(default=None, ge=0)
+    status_timestamp_after: Timestamp | None = None
+    include_artifacts: bool | None = None
+
+
+class ListTasksResponse(ProtoModel):
+    tasks: list[Task]
+    next_page_token: str
+    page_size: int
+    total_size: int
+
+
+class CancelTaskRequest(ProtoModel):
+    tenant: str | None = None
+    id: str = Field(min_length=1)
+    metadata: Struct | None = None
+
+
+class SubscribeToTaskRequest(ProtoModel):
+    tenant: str | None = None
+    id: str = Field(min_length=1)
+
+
+class GetTaskPushNotificationConfigRequest(ProtoModel):
+    tenant: str | None = None
+    task_id: str = Field(min_length=1)
+    id: str = Field(min_length=1)
+
+
+class DeleteTaskPushNotificationConfigRequest(ProtoModel):
+    tenant: str | None = None
+    task_id: str = Field(min_length=1)
+    id: str = Field(min_length=1)
+
+
+class ListTaskPushNotificationConfigsRequest(ProtoModel):
+    tenant: str | None = None
+    task_id: str = Field(min_length=1)
+    page_size: int | None = Field(default=None, ge=0)
+    page_token: str | None = None
+
+
+class ListTaskPushNotificationConfigsResponse(ProtoModel):
+    configs: list[TaskPushNotificationConfig] = Field(default_factory=list)
+    next_page_token: str | None = None
+
+
+class GetExtendedAgentCardRequest(ProtoModel):
+    tenant: str | None = None
+
+
+class SendMessageResponse(ProtoModel):
+    """A oneof: the task created or updated, or a direct message."""
+
+    task: Task | None = None
+    message: Message | None = None
+
+
+class StreamResponse(ProtoModel):
+    """A oneof wrapper for every streamed update (and every webhook body)."""
+
+    task: Task | None = None
+    message: Message | None = None
+    status_update: TaskStatusUpdateEvent | None = None
+    artifact_update: TaskArtifactUpdateEvent | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one_payload(self) -> StreamResponse:
+        present = [name for name, value in self if value is not None]
+        if len(present) != 1:
+            raise ValueError(
+                "a stream response holds exactly one of task, message, "
+                "statusUpdate or artifactUpdate"
+            )
+        return self
+
+    @property
+    def payload(self) -> Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent:
+        value = self.task or self.message or self.status_update or self.artifact_update
+        assert value is not None
+        return value
+
+
+def stream_response(
+    event: Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent,
+) -> StreamResponse:
+    """Wrap one event in its StreamResponse member."""
+    if isinstance(event, Task):
+        return StreamResponse(task=event)
+    if isinstance(event, Message):
+        return StreamResponse(message=event)
+    if isinstance(event, TaskStatusUpdateEvent):
+        return StreamResponse(status_update=event)
+    return StreamResponse(artifact_update=event)

@@ -1,0 +1,254 @@
+"""The eleven A2A operations and how each binding names them (spec 5.3).
+
+A JSON-RPC call and an HTTP+JSON route both resolve to one :class:`Call`: an
+operation and its validated request model. Sans-IO: bytes and strings in,
+models or protocol errors out.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import (
+    InvalidParamsError,
+    InvalidRequestError,
+    JSONParseError,
+    MethodNotAllowedError,
+    MethodNotFoundError,
+)
+from .models import (
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
+)
+
+__all__ = [
+    "Call",
+    "JsonRpcCall",
+    "Operation",
+    "describe_validation_error",
+    "parse_jsonrpc",
+    "parse_rest",
+    "validate_params",
+]
+
+JsonRpcId = str | int | None
+
+
+class Operation(enum.Enum):
+    """An A2A operation; the value is its JSON-RPC method name."""
+
+    SEND_MESSAGE = "SendMessage"
+    SEND_STREAMING_MESSAGE = "SendStreamingMessage"
+    GET_TASK = "GetTask"
+    LIST_TASKS = "ListTasks"
+    CANCEL_TASK = "CancelTask"
+    SUBSCRIBE_TO_TASK = "SubscribeToTask"
+    CREATE_PUSH_CONFIG = "CreateTaskPushNotificationConfig"
+    GET_PUSH_CONFIG = "GetTaskPushNotificationConfig"
+    LIST_PUSH_CONFIGS = "ListTaskPushNotificationConfigs"
+    DELETE_PUSH_CONFIG = "DeleteTaskPushNotificationConfig"
+    GET_EXTENDED_CARD = "GetExtendedAgentCard"
+
+    @property
+    def streams(self) -> bool:
+        """True when the answer is an SSE stream."""
+        return self in (Operation.SEND_STREAMING_MESSAGE, Operation.SUBSCRIBE_TO_TASK)
+
+    @property
+    def request_model(self) -> type[BaseModel]:
+        return _REQUEST_MODELS[self]
+
+
+_REQUEST_MODELS: dict[Operation, type[BaseModel]] = {
+    Operation.SEND_MESSAGE: SendMessageRequest,
+    Operation.SEND_STREAMING_MESSAGE: SendMessageRequest,
+    Operation.GET_TASK: GetTaskRequest,
+    Operation.LIST_TASKS: ListTasksRequest,
+    Operation.CANCEL_TASK: CancelTaskRequest,
+    Operation.SUBSCRIBE_TO_TASK: SubscribeToTaskRequest,
+    Operation.CREATE_PUSH_CONFIG: TaskPushNotificationConfig,
+    Operation.GET_PUSH_CONFIG: GetTaskPushNotificationConfigRequest,
+    Operation.LIST_PUSH_CONFIGS: ListTaskPushNotificationConfigsRequest,
+    Operation.DELETE_PUSH_CONFIG: DeleteTaskPushNotificationConfigRequest,
+    Operation.GET_EXTENDED_CARD: GetExtendedAgentCardRequest,
+}
+
+#: Method names accepted besides the canonical ones (the seed's singular form).
+_JSONRPC_ALIASES = {"ListTaskPushNotificationConfig": Operation.LIST_PUSH_CONFIGS}
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One resolved operation with its validated request."""
+
+    operation: Operation
+    request: Any
+
+
+@dataclass(frozen=True, slots=True)
+class JsonRpcCall:
+    """A JSON-RPC request envelope that passed the 2.0 checks."""
+
+    id: JsonRpcId
+    method: str
+    params: Any
+
+
+def describe_validation_error(error: ValidationError, prefix: str = "") -> str:
+    """One line per problem, each naming the field path as sent on the wire."""
+    problems = []
+    for item in error.errors(include_url=False):
+        location = ".".join(str(part) for part in item["loc"] if part != "function-after[...]")
+        location = ".".join(filter(None, [prefix, location]))
+        message = item["msg"].removeprefix("Value error, ")
+        problems.append(f"{location}: {message}" if location else message)
+    return "; ".join(problems) or "invalid parameters"
+
+
+def validate_params(operation: Operation, params: Mapping[str, Any]) -> Call:
+    """Validate ``params`` as the request of ``operation``."""
+    try:
+        request = operation.request_model.model_validate(params)
+    except ValidationError as error:
+        raise InvalidParamsError(describe_validation_error(error)) from None
+    return Call(operation, request)
+
+
+def parse_jsonrpc(body: bytes) -> JsonRpcCall:
+    """Decode and check a JSON-RPC 2.0 request envelope.
+
+    Raises JSONParseError for bad JSON and InvalidRequestError for a bad
+    envelope; the error carries ``request_id`` when one could be read.
+    """
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise JSONParseError() from None
+    if not isinstance(document, dict):
+        raise InvalidRequestError(
+            "A JSON-RPC request must be a JSON object (batches are not supported)"
+        )
+    request_id = document.get("id")
+    if "id" in document and not _valid_id(request_id):
+        raise _with_id(InvalidRequestError("id must be a string, a number or null"), None)
+    if document.get("jsonrpc") != "2.0":
+        raise _with_id(InvalidRequestError('jsonrpc must be exactly "2.0"'), request_id)
+    method = document.get("method")
+    if not isinstance(method, str) or not method:
+        raise _with_id(InvalidRequestError("method must be a non-empty string"), request_id)
+    params = document.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise _with_id(InvalidRequestError("params must be an object"), request_id)
+    return JsonRpcCall(request_id, method, params)
+
+
+def resolve_method(call: JsonRpcCall) -> Call:
+    """Map a JSON-RPC method to its operation and validate its params."""
+    try:
+        operation = Operation(call.method)
+    except ValueError:
+        operation = _JSONRPC_ALIASES.get(call.method)  # type: ignore[assignment]
+        if operation is None:
+            raise MethodNotFoundError(f"Method not found: {call.method}") from None
+    return validate_params(operation, call.params)
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
+
+
+def _with_id(error: Exception, request_id: JsonRpcId) -> Exception:
+    error.request_id = request_id  # type: ignore[attr-defined]
+    return error
+
+
+# --- HTTP+JSON routes (spec 11.3) ------------------------------------------
+
+# Ids are opaque but never hold "/" or ":", which would make "/tasks/{id}:cancel" ambiguous.
+_SEGMENT = r"[^/:]+"
+_ROUTES: list[tuple[str, re.Pattern[str], Operation]] = []
+
+
+def _route(methods: str, template: str, operation: Operation) -> None:
+    pattern = re.sub(r"\{(\w+)\}", lambda m: f"(?P<{m.group(1)}>{_SEGMENT})", template)
+    compiled = re.compile(rf"^{pattern}$")
+    for method in methods.split():
+        _ROUTES.append((method, compiled, operation))
+
+
+_route("POST", "/message:send", Operation.SEND_MESSAGE)
+_route("POST", "/message:stream", Operation.SEND_STREAMING_MESSAGE)
+_route("GET", "/tasks", Operation.LIST_TASKS)
+_route("POST", "/tasks/{id}:cancel", Operation.CANCEL_TASK)
+# Spec 11.3.2 says POST; a2a.proto's http annotation says GET: serve both.
+_route("POST GET", "/tasks/{id}:subscribe", Operation.SUBSCRIBE_TO_TASK)
+_route("POST", "/tasks/{task_id}/pushNotificationConfigs", Operation.CREATE_PUSH_CONFIG)
+_route("GET", "/tasks/{task_id}/pushNotificationConfigs", Operation.LIST_PUSH_CONFIGS)
+_route("GET", "/tasks/{task_id}/pushNotificationConfigs/{id}", Operation.GET_PUSH_CONFIG)
+_route("DELETE", "/tasks/{task_id}/pushNotificationConfigs/{id}", Operation.DELETE_PUSH_CONFIG)
+_route("GET", "/tasks/{id}", Operation.GET_TASK)
+_route("GET", "/extendedAgentCard", Operation.GET_EXTENDED_CARD)
+
+
+def match_route(method: str, path: str) -> tuple[Operation, dict[str, str]]:
+    """The operation served at ``method path`` and its path parameters."""
+    path = "/" + path.strip("/")
+    allowed: set[str] = set()
+    for route_method, pattern, operation in _ROUTES:
+        match = pattern.match(path)
+        if match is None:
+            continue
+        if route_method != method:
+            allowed.add(route_method)
+            continue
+        return operation, match.groupdict()
+    if allowed:
+        raise MethodNotAllowedError(
+            f"{method} is not allowed on {path}; use {', '.join(sorted(allowed))}",
+            allowed=sorted(allowed),
+        )
+    raise MethodNotFoundError(f"No A2A operation at {method} {path}")
+
+
+def parse_rest(
+    method: str,
+    path: str,
+    query: Mapping[str, str],
+    body: bytes | None,
+) -> Call:
+    """Resolve an HTTP+JSON request to its operation and validated request.
+
+    Bodies are read only for methods that carry one; the query string fills
+    the request of GET and DELETE (spec 11.5). Path parameters always win.
+    """
+    operation, path_params = match_route(method, path)
+    params: dict[str, Any] = {}
+    if method in ("POST", "PUT", "PATCH") and body and body.strip():
+        try:
+            document = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            raise JSONParseError() from None
+        if not isinstance(document, dict):
+            raise InvalidParamsError("The request body must be a JSON object")
+        params.update(document)
+    else:
+        params.update({key: value for key, value in query.items() if key != "A2A-Version"})
+    params.update(path_params)
+    return validate_params(operation, params)

@@ -1,0 +1,82 @@
+"""How events change a task, and how a task is trimmed for a response. Pure."""
+
+from __future__ import annotations
+
+from .models import (
+    Artifact,
+    Message,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskStatusUpdateEvent,
+)
+
+__all__ = ["add_to_history", "apply_artifact", "apply_status", "view_task"]
+
+
+def add_to_history(task: Task, message: Message) -> Task:
+    """The task with ``message`` appended to its history (once per messageId)."""
+    history = list(task.history or [])
+    if any(existing.message_id == message.message_id for existing in history):
+        return task
+    history.append(message)
+    return task.model_copy(update={"history": history})
+
+
+def apply_status(task: Task, event: TaskStatusUpdateEvent) -> Task:
+    """The task after a status update; a status message joins the history too."""
+    updated = task.model_copy(update={"status": event.status})
+    if event.status.message is not None:
+        updated = add_to_history(updated, event.status.message)
+    return updated
+
+
+def apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> Task:
+    """The task after an artifact update.
+
+    ``append`` extends the parts of the artifact with the same id (creating it
+    when it is new); otherwise the artifact replaces any with the same id.
+    """
+    artifacts = list(task.artifacts or [])
+    incoming = event.artifact
+    for index, existing in enumerate(artifacts):
+        if existing.artifact_id != incoming.artifact_id:
+            continue
+        if event.append:
+            artifacts[index] = _appended(existing, incoming)
+        else:
+            artifacts[index] = incoming
+        break
+    else:
+        artifacts.append(incoming)
+    return task.model_copy(update={"artifacts": artifacts})
+
+
+def _appended(existing: Artifact, chunk: Artifact) -> Artifact:
+    metadata = {**(existing.metadata or {}), **(chunk.metadata or {})} or None
+    return existing.model_copy(
+        update={
+            "parts": [*existing.parts, *chunk.parts],
+            "name": chunk.name or existing.name,
+            "description": chunk.description or existing.description,
+            "metadata": metadata,
+        }
+    )
+
+
+def view_task(
+    task: Task, *, history_length: int | None = None, include_artifacts: bool = True
+) -> Task:
+    """The task as a response shows it (spec 3.2.4 and 3.1.4).
+
+    ``history_length`` unset keeps the whole history, 0 omits it, N keeps the
+    N most recent messages. ``include_artifacts=False`` omits the field.
+    """
+    update: dict[str, object] = {}
+    if history_length is not None:
+        if history_length == 0 or not task.history:
+            update["history"] = None
+        else:
+            update["history"] = task.history[-history_length:]
+    if not include_artifacts:
+        update["artifacts"] = None
+    return task.model_copy(update=update) if update else task

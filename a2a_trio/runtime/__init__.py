@@ -1,0 +1,29 @@
+"""Executors in nurseries: the agent API and the host that runs it."""
+
+from __future__ import annotations
+
+from .executor import (
+    ANONYMOUS,
+    AgentEvent,
+    AgentExecutor,
+    EventQueue,
+    Principal,
+    RequestContext,
+    TaskUpdater,
+    new_agent_message,
+)
+from .host import AgentHost, HostSettings, TaskEventStream
+
+__all__ = [
+    "ANONYMOUS",
+    "AgentEvent",
+    "AgentExecutor",
+    "AgentHost",
+    "EventQueue",
+    "HostSettings",
+    "Principal",
+    "RequestContext",
+    "TaskEventStream",
+    "TaskUpdater",
+    "new_agent_message",
+]

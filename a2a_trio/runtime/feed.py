@@ -1,0 +1,72 @@
+"""Fan-out of one task's recorded events to everyone waiting on them.
+
+A :class:`TaskFeed` keeps the task's latest snapshot and a bounded window of
+its most recent streamed events. Readers keep their own cursor (the last
+sequence number they saw) and wait on a trio.Event that is replaced at every
+publish, so fan-out costs one ``Event.set()`` however many readers there are,
+and an idle reader holds no buffer at all. A reader that falls behind the
+window catches up from the event log in SQLite.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import trio
+
+from ..protocol import StreamResponse, Task
+
+__all__ = ["TaskFeed"]
+
+FeedItem = tuple[int, StreamResponse]
+
+
+class TaskFeed:
+    """The live view of one task: snapshot, recent events and a wake-up."""
+
+    def __init__(self, snapshot: Task | None, last_seq: int, *, window: int = 256) -> None:
+        self.snapshot = snapshot
+        self.last_seq = last_seq
+        self._recent: deque[FeedItem] = deque()
+        self._window = window
+        # Streamed events up to this sequence are no longer in the window.
+        self._evicted_through = last_seq
+        self._wakeup = trio.Event()
+        #: Sequence of the latest event published while the task was final or
+        #: interrupted: a blocking SendMessage waits for one after it began.
+        self.settled_seq = last_seq if snapshot is not None and _settled(snapshot) else 0
+
+    @property
+    def wakeup(self) -> trio.Event:
+        """Set at the next publish (or :meth:`notify`); take it before checking state."""
+        return self._wakeup
+
+    def publish(self, seq: int, snapshot: Task, response: StreamResponse | None) -> None:
+        """Make a committed event visible. ``response`` is None for history-only rows."""
+        self.snapshot = snapshot
+        self.last_seq = seq
+        if _settled(snapshot):
+            self.settled_seq = seq
+        if response is not None:
+            if len(self._recent) >= self._window:
+                self._evicted_through = self._recent.popleft()[0]
+            self._recent.append((seq, response))
+        self.notify()
+
+    def notify(self) -> None:
+        """Wake every waiting reader (something they may care about changed)."""
+        self._wakeup.set()
+        self._wakeup = trio.Event()
+
+    def after(self, cursor: int) -> list[FeedItem] | None:
+        """Streamed events above ``cursor``; None when the window no longer covers it."""
+        if cursor >= self.last_seq:
+            return []
+        if cursor < self._evicted_through:
+            return None
+        return [item for item in self._recent if item[0] > cursor]
+
+
+def _settled(task: Task) -> bool:
+    state = task.status.state
+    return state.is_final or state.is_interrupted

@@ -1,0 +1,932 @@
+"""The agent host: runs executors in its nursery and records what they report.
+
+One :class:`AgentHost` serves one mounted agent. Its nursery owns every
+execution; requests only wait on them, so a client that goes away never
+stops a task. Each event an executor enqueues goes through the recorder:
+checked against the state machine, committed to SQLite with the task it
+produces, then published to the task's :class:`TaskFeed` for blocking calls,
+streams and subscribers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import trio
+
+from ..protocol import (
+    A2AError,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    IllegalTransition,
+    InternalError,
+    InvalidAgentResponseError,
+    InvalidParamsError,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    PushNotificationNotSupportedError,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+    UnsupportedOperationError,
+    check_executor_move,
+    check_host_ending,
+    utcnow,
+)
+from ..protocol.tasks import add_to_history, apply_artifact, apply_status, view_task
+from ..store import StoredTask, TaskStore
+from .executor import (
+    AgentEvent,
+    AgentExecutor,
+    EventQueue,
+    Principal,
+    RequestContext,
+    new_agent_message,
+)
+from .feed import FeedItem, TaskFeed
+
+__all__ = ["AgentHost", "HostSettings", "TaskEventStream"]
+
+log = logging.getLogger("a2a_trio.runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class HostSettings:
+    """Timing and sizing of one host."""
+
+    #: How long CancelTask waits for the executor's ``cancel`` and ``execute``
+    #: to wind down before the execution's cancel scope is cancelled.
+    cancel_grace: float = 5.0
+    #: How long shutdown lets running executions finish before cancelling them.
+    shutdown_grace: float = 10.0
+    #: Events an executor may enqueue ahead of the recorder.
+    queue_size: int = 64
+    #: Recent events kept in memory per live task for readers that lag.
+    feed_window: int = 256
+    #: ListTasks page size when the request names none.
+    default_page_size: int = 50
+
+
+class _EventRefused(Exception):
+    """An executor event that cannot be recorded; logged and dropped."""
+
+
+@dataclass(eq=False)
+class _Execution:
+    """One run of ``execute`` (or ``cancel``) and what waiters need of it."""
+
+    context: RequestContext
+    purpose: Literal["execute", "cancel"] = "execute"
+    continuing: bool = False
+    cancel_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    first: trio.Event = field(default_factory=trio.Event)
+    done: trio.Event = field(default_factory=trio.Event)
+    #: The direct Message answer, or the error that ended the run before any task.
+    answer: Message | None = None
+    error: A2AError | None = None
+    #: Log position when this execution began, and the task as it was then
+    #: (a continuation's stream starts with that snapshot, then what follows).
+    start_seq: int = 0
+    start_snapshot: Task | None = None
+    #: True while this execution may move its task out of an interrupted state.
+    may_resume: bool = False
+    cancel_requested: bool = False
+
+    def settle_first(self) -> None:
+        self.first.set()
+
+
+@dataclass(eq=False)
+class _LiveTask:
+    """A task with something attached: an execution, a waiter or a stream."""
+
+    task_id: str
+    feed: TaskFeed
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    execution: _Execution | None = None
+    users: int = 0
+
+
+class AgentHost:
+    """Runs one agent's executor and serves the task operations over its store."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        executor: AgentExecutor,
+        store: TaskStore,
+        streaming: bool = True,
+        push_notifications: bool = False,
+        settings: HostSettings | None = None,
+    ) -> None:
+        self.name = name
+        self.executor = executor
+        self.store = store
+        self.streaming = streaming
+        self.push_notifications = push_notifications
+        self.settings = settings or HostSettings()
+        self._live: dict[str, _LiveTask] = {}
+        self._executions: set[_Execution] = set()
+        self._nursery: trio.Nursery | None = None
+        self._closing = False
+        self._stop = trio.Event()
+        self._finished = trio.Event()
+
+    # --- lifetime -------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the host nursery until :meth:`close`; end crash leftovers first."""
+        try:
+            self._recover()
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await self._stop.wait()
+                await self._shutdown()
+        finally:
+            self._nursery = None
+            self._finished.set()
+
+    async def close(self) -> None:
+        """Stop accepting work, let executions finish or end them, then return."""
+        self._closing = True
+        self._stop.set()
+        if self._nursery is not None:
+            await self._finished.wait()
+
+    @property
+    def running(self) -> bool:
+        return self._nursery is not None and not self._closing
+
+    def _recover(self) -> None:
+        for stored in self.store.unfinished_tasks(self.name):
+            live = _LiveTask(stored.task.id, TaskFeed(stored.task, stored.last_seq))
+            self._end(
+                live,
+                TaskState.FAILED,
+                "The server stopped while this task was running; it did not finish.",
+            )
+            log.warning(
+                "task %s of agent %s was running at a crash; ended FAILED",
+                stored.task.id,
+                self.name,
+            )
+
+    async def _shutdown(self) -> None:
+        with trio.move_on_after(self.settings.shutdown_grace):
+            for execution in list(self._executions):
+                await execution.done.wait()
+        for execution in list(self._executions):
+            execution.cancel_scope.cancel()
+        # Cancelled executions record their ending in _run, then finish.
+        for execution in list(self._executions):
+            await execution.done.wait()
+
+    def _spawn(self, fn: Callable[..., object], *args: object) -> None:
+        if self._nursery is None or self._closing:
+            raise UnsupportedOperationError("The agent is shutting down; try again later")
+        self._nursery.start_soon(fn, *args)  # type: ignore[arg-type]
+
+    # --- live task registry ---------------------------------------------------
+
+    def _acquire(self, task_id: str, stored: StoredTask | None) -> _LiveTask:
+        live = self._live.get(task_id)
+        if live is None:
+            feed = TaskFeed(
+                stored.task if stored else None,
+                stored.last_seq if stored else 0,
+                window=self.settings.feed_window,
+            )
+            live = self._live[task_id] = _LiveTask(task_id, feed)
+        live.users += 1
+        return live
+
+    def _release(self, live: _LiveTask) -> None:
+        live.users -= 1
+        if live.users <= 0 and self._live.get(live.task_id) is live:
+            del self._live[live.task_id]
+
+    def _owned(self, task_id: str, caller: Principal) -> StoredTask:
+        stored = self.store.get_task(self.name, task_id, owner=caller.identifier)
+        if stored is None:
+            raise TaskNotFoundError(f"Task {task_id} not found", metadata={"taskId": task_id})
+        return stored
+
+    # --- SendMessage ------------------------------------------------------------
+
+    def _begin(
+        self, request: SendMessageRequest, caller: Principal, extensions: frozenset[str]
+    ) -> tuple[_LiveTask, _Execution]:
+        message = request.message
+        if message.role is not Role.USER:
+            raise InvalidParamsError("message.role: a client message must have role ROLE_USER")
+        stored: StoredTask | None = None
+        if message.task_id:
+            stored = self._owned(message.task_id, caller)
+            if stored.state.is_final:
+                raise UnsupportedOperationError(
+                    f"Task {stored.task.id} is {stored.state.value} and accepts no more messages",
+                    metadata={"taskId": stored.task.id, "state": stored.state.value},
+                )
+            if message.context_id and message.context_id != stored.task.context_id:
+                raise InvalidParamsError(
+                    "message.contextId: does not match the context of task " + stored.task.id
+                )
+            task_id = stored.task.id
+            context_id = stored.task.context_id or message.context_id or str(uuid.uuid4())
+        else:
+            task_id = str(uuid.uuid4())
+            context_id = message.context_id or str(uuid.uuid4())
+        message = message.model_copy(update={"task_id": task_id, "context_id": context_id})
+        context = RequestContext(
+            task_id=task_id,
+            context_id=context_id,
+            message=message,
+            current_task=stored.task if stored else None,
+            caller=caller,
+            configuration=request.configuration,
+            metadata=request.metadata or {},
+            requested_extensions=extensions,
+        )
+        if request.configuration and request.configuration.task_push_notification_config:
+            self._require_push()
+        execution = _Execution(context, continuing=stored is not None)
+        live = self._acquire(task_id, stored)
+        try:
+            self._spawn(self._run, live, execution)
+        except BaseException:
+            self._release(live)
+            raise
+        live.users += 1  # held by the execution until it is done
+        self._executions.add(execution)
+        return live, execution
+
+    async def send_message(
+        self,
+        request: SendMessageRequest,
+        caller: Principal,
+        extensions: frozenset[str] = frozenset(),
+    ) -> Task | Message:
+        """SendMessage: a Message answer, or the task once it settles.
+
+        Blocking (the default) waits for a final or interrupted state, or for
+        the execution to end; ``returnImmediately`` answers once the task exists.
+        """
+        live, execution = self._begin(request, caller, extensions)
+        try:
+            await execution.first.wait()
+            if execution.error is not None:
+                raise execution.error
+            if execution.answer is not None:
+                return execution.answer
+            configuration = request.configuration
+            if not (configuration and configuration.return_immediately):
+                # Settled means final or interrupted by an event of this execution:
+                # a continued INPUT_REQUIRED task is not settled by its old state.
+                while live.feed.settled_seq <= execution.start_seq and not execution.done.is_set():
+                    await live.feed.wakeup.wait()
+            snapshot = live.feed.snapshot
+            assert snapshot is not None
+            return view_task(
+                snapshot, history_length=configuration.history_length if configuration else None
+            )
+        finally:
+            self._release(live)
+
+    async def stream_message(
+        self,
+        request: SendMessageRequest,
+        caller: Principal,
+        extensions: frozenset[str] = frozenset(),
+    ) -> TaskEventStream:
+        """SendStreamingMessage: the stream of this message's events.
+
+        Errors (unknown task, final task, bad request) are raised here, before
+        any event, so bindings can answer them as plain errors.
+        """
+        self._require_streaming()
+        live, execution = self._begin(request, caller, extensions)
+        try:
+            await execution.first.wait()
+            if execution.error is not None:
+                raise execution.error
+        except BaseException:
+            self._release(live)
+            raise
+        if execution.answer is not None:
+            self._release(live)
+            return TaskEventStream.single(StreamResponse(message=execution.answer))
+        initial: list[FeedItem] = []
+        cursor = execution.start_seq
+        if execution.continuing:
+            assert execution.start_snapshot is not None
+            initial.append((execution.start_seq, StreamResponse(task=execution.start_snapshot)))
+        return TaskEventStream(self, live, cursor, initial, execution=execution)
+
+    # --- execution ------------------------------------------------------------
+
+    async def _run(self, live: _LiveTask, execution: _Execution) -> None:
+        try:
+            async with live.lock:
+                if execution.continuing and not self._resume(live, execution):
+                    return
+                live.execution = execution
+                await self._execute(live, execution)
+        except Exception:
+            log.exception("host failure while running task %s", live.task_id)
+            if not execution.first.is_set():
+                execution.error = InternalError()
+            self._end_if_open(live, TaskState.FAILED, "The server failed while running this task.")
+        finally:
+            if live.execution is execution:
+                live.execution = None
+            if not execution.first.is_set():
+                execution.error = execution.error or InvalidAgentResponseError(
+                    "The agent finished without answering"
+                )
+                execution.settle_first()
+            execution.done.set()
+            self._executions.discard(execution)
+            live.feed.notify()
+            self._release(live)
+
+    def _resume(self, live: _LiveTask, execution: _Execution) -> bool:
+        """Start a continuation: re-check the task and add the message to its history."""
+        stored = self.store.get_task(self.name, live.task_id, owner=None)
+        assert stored is not None
+        if stored.state.is_final:
+            execution.error = UnsupportedOperationError(
+                f"Task {live.task_id} is {stored.state.value} and accepts no more messages",
+                metadata={"taskId": live.task_id, "state": stored.state.value},
+            )
+            execution.settle_first()
+            return False
+        live.feed.snapshot = stored.task
+        message = execution.context.message
+        assert message is not None
+        self._append(live, add_to_history(stored.task, message), "message", message.to_json(), None)
+        execution.start_seq = live.feed.last_seq
+        execution.start_snapshot = live.feed.snapshot
+        execution.may_resume = stored.state.is_interrupted
+        execution.context = dataclasses.replace(execution.context, current_task=live.feed.snapshot)
+        execution.settle_first()
+        return True
+
+    async def _execute(self, live: _LiveTask, execution: _Execution) -> None:
+        send, receive = trio.open_memory_channel[AgentEvent](self.settings.queue_size)
+        failure: BaseException | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._record_all, live, execution, receive)
+            async with send:
+                with execution.cancel_scope:
+                    try:
+                        await self.executor.execute(execution.context, EventQueue(send))
+                    except Exception as exc:  # an agent bug must not harm the server
+                        failure = exc
+                        log.exception(
+                            "executor of agent %s raised on task %s", self.name, live.task_id
+                        )
+        if failure is not None:
+            self._end_if_open(live, TaskState.FAILED, f"The agent failed: {_describe(failure)}")
+        elif execution.cancel_scope.cancelled_caught:
+            if execution.cancel_requested:
+                self._end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
+            else:
+                self._end_if_open(
+                    live, TaskState.FAILED, "The server shut down before the task finished."
+                )
+        elif execution.answer is None:
+            snapshot = live.feed.snapshot
+            if snapshot is not None and snapshot.status.state in (
+                TaskState.SUBMITTED,
+                TaskState.WORKING,
+            ):
+                log.warning(
+                    "executor of agent %s returned leaving task %s %s",
+                    self.name,
+                    live.task_id,
+                    snapshot.status.state.value,
+                )
+                self._end_if_open(
+                    live, TaskState.FAILED, "The agent stopped without finishing the task."
+                )
+
+    async def _record_all(
+        self,
+        live: _LiveTask,
+        execution: _Execution,
+        receive: trio.MemoryReceiveChannel[AgentEvent],
+    ) -> None:
+        async with receive:
+            async for event in receive:
+                try:
+                    self._record(live, execution, event)
+                except (_EventRefused, IllegalTransition) as refusal:
+                    log.warning(
+                        "agent %s: event for task %s refused: %s", self.name, live.task_id, refusal
+                    )
+
+    # --- the recorder -----------------------------------------------------------
+
+    def _record(self, live: _LiveTask, execution: _Execution, event: AgentEvent) -> None:
+        """Check one executor event, commit it, then publish it."""
+        context = execution.context
+        if execution.answer is not None:
+            raise _EventRefused(
+                "the agent already answered with a message; a message answer is final"
+            )
+        if isinstance(event, Message):
+            self._record_message(live, execution, event)
+            return
+        named = event_task_id(event)
+        if named != context.task_id:
+            raise _EventRefused(
+                f"event names task {named!r}, the execution serves {context.task_id!r}"
+            )
+        event_context = event.context_id
+        if event_context and event_context != context.context_id:
+            raise _EventRefused(
+                f"event names context {event_context!r}, the task is in {context.context_id!r}"
+            )
+        if isinstance(event, Task):
+            self._record_task(live, execution, event)
+        elif isinstance(event, TaskStatusUpdateEvent):
+            self._ensure_created(live, execution)
+            self._record_status(live, execution, event)
+        else:
+            self._ensure_created(live, execution)
+            self._record_artifact(live, event)
+
+    def _record_message(self, live: _LiveTask, execution: _Execution, message: Message) -> None:
+        context = execution.context
+        if message.role is not Role.AGENT:
+            raise _EventRefused("an agent may only enqueue messages with role ROLE_AGENT")
+        if live.feed.snapshot is None:
+            # Nothing was created: this message is the whole answer (spec 3.1.1).
+            execution.answer = message.model_copy(
+                update={"context_id": message.context_id or context.context_id}
+            )
+            execution.settle_first()
+            return
+        snapshot = live.feed.snapshot
+        if snapshot.status.state.is_final:
+            raise _EventRefused("the task is in a final state")
+        message = message.model_copy(
+            update={"task_id": snapshot.id, "context_id": message.context_id or snapshot.context_id}
+        )
+        self._append(live, add_to_history(snapshot, message), "message", message.to_json(), None)
+
+    def _record_task(self, live: _LiveTask, execution: _Execution, task: Task) -> None:
+        snapshot = live.feed.snapshot
+        if snapshot is None:
+            check_executor_move(None, task.status.state, may_resume=False)
+            self._create(live, execution, task)
+            return
+        if task.status.state == snapshot.status.state:
+            return  # re-announcing the current task changes nothing
+        self._record_status(
+            live,
+            execution,
+            TaskStatusUpdateEvent(
+                task_id=task.id, context_id=snapshot.context_id or "", status=task.status
+            ),
+        )
+
+    def _ensure_created(self, live: _LiveTask, execution: _Execution) -> None:
+        if live.feed.snapshot is None:
+            context = execution.context
+            self._create(
+                live,
+                execution,
+                Task(
+                    id=context.task_id,
+                    context_id=context.context_id,
+                    status=TaskStatus(state=TaskState.SUBMITTED, timestamp=utcnow()),
+                ),
+            )
+
+    def _create(self, live: _LiveTask, execution: _Execution, task: Task) -> None:
+        context = execution.context
+        status = task.status
+        if status.timestamp is None:
+            status = status.model_copy(update={"timestamp": utcnow()})
+        history = [context.message] if context.message else []
+        history += [
+            m for m in task.history or [] if not history or m.message_id != history[0].message_id
+        ]
+        task = task.model_copy(
+            update={"context_id": context.context_id, "status": status, "history": history or None}
+        )
+        response = StreamResponse(task=task)
+        seq = self.store.create_task(
+            self.name, context.caller.identifier, task, kind="task", payload=response.to_json()
+        )
+        live.feed.publish(seq, task, response)
+        configuration = context.configuration
+        if configuration and configuration.task_push_notification_config:
+            self._save_push_config(
+                task.id, context.caller, configuration.task_push_notification_config
+            )
+        execution.settle_first()
+
+    def _record_status(
+        self, live: _LiveTask, execution: _Execution, event: TaskStatusUpdateEvent
+    ) -> None:
+        snapshot = live.feed.snapshot
+        assert snapshot is not None
+        current, requested = snapshot.status.state, event.status.state
+        if execution.purpose == "cancel" and requested is TaskState.CANCELED:
+            check_host_ending(current, requested)
+        else:
+            check_executor_move(current, requested, may_resume=execution.may_resume)
+        if event.status.timestamp is None:
+            event = event.model_copy(
+                update={"status": event.status.model_copy(update={"timestamp": utcnow()})}
+            )
+        event = event.model_copy(update={"context_id": snapshot.context_id or event.context_id})
+        response = StreamResponse(status_update=event)
+        self._append(live, apply_status(snapshot, event), "status", response.to_json(), response)
+        if requested.is_interrupted:
+            execution.may_resume = False
+
+    def _record_artifact(self, live: _LiveTask, event: TaskArtifactUpdateEvent) -> None:
+        snapshot = live.feed.snapshot
+        assert snapshot is not None
+        if snapshot.status.state.is_final:
+            raise _EventRefused("artifacts cannot be added to a task in a final state")
+        event = event.model_copy(update={"context_id": snapshot.context_id or event.context_id})
+        response = StreamResponse(artifact_update=event)
+        self._append(
+            live, apply_artifact(snapshot, event), "artifact", response.to_json(), response
+        )
+
+    def _append(
+        self,
+        live: _LiveTask,
+        snapshot: Task,
+        kind: Literal["status", "artifact", "message"],
+        payload: str,
+        response: StreamResponse | None,
+    ) -> None:
+        seq = self.store.append(self.name, snapshot, kind=kind, payload=payload)
+        live.feed.publish(seq, snapshot, response)
+
+    def _end(self, live: _LiveTask, state: TaskState, reason: str) -> None:
+        """Host-imposed ending (CANCELED or FAILED) with the reason as status message."""
+        snapshot = live.feed.snapshot
+        assert snapshot is not None
+        check_host_ending(snapshot.status.state, state)
+        event = TaskStatusUpdateEvent(
+            task_id=snapshot.id,
+            context_id=snapshot.context_id or "",
+            status=TaskStatus(
+                state=state,
+                message=new_agent_message(
+                    reason, context_id=snapshot.context_id, task_id=snapshot.id
+                ),
+                timestamp=utcnow(),
+            ),
+        )
+        response = StreamResponse(status_update=event)
+        self._append(live, apply_status(snapshot, event), "status", response.to_json(), response)
+
+    def _end_if_open(self, live: _LiveTask, state: TaskState, reason: str) -> None:
+        snapshot = live.feed.snapshot
+        if snapshot is None:
+            execution = live.execution
+            if execution is None or execution.answer is not None:
+                return
+            self._ensure_created(live, execution)
+            snapshot = live.feed.snapshot
+            assert snapshot is not None
+        if not snapshot.status.state.is_final:
+            self._end(live, state, reason)
+
+    # --- CancelTask -------------------------------------------------------------
+
+    async def cancel_task(self, request: CancelTaskRequest, caller: Principal) -> Task:
+        """CancelTask: ask the executor to stop; the task ends CANCELED."""
+        stored = self._owned(request.id, caller)
+        if stored.state.is_final:
+            raise TaskNotCancelableError(
+                f"Task {request.id} is {stored.state.value} and cannot be canceled",
+                metadata={"taskId": request.id, "state": stored.state.value},
+            )
+        live = self._acquire(request.id, stored)
+        try:
+            done = trio.Event()
+            self._spawn(self._cancel, live, caller, request, done)
+            await done.wait()
+            snapshot = live.feed.snapshot
+            assert snapshot is not None
+            return snapshot
+        finally:
+            self._release(live)
+
+    async def _cancel(
+        self, live: _LiveTask, caller: Principal, request: CancelTaskRequest, done: trio.Event
+    ) -> None:
+        live.users += 1
+        try:
+            snapshot = live.feed.snapshot
+            assert snapshot is not None
+            running = live.execution
+            if running is not None:
+                running.cancel_requested = True
+            canceller = _Execution(
+                RequestContext(
+                    task_id=snapshot.id,
+                    context_id=snapshot.context_id or "",
+                    current_task=snapshot,
+                    caller=caller,
+                    metadata=request.metadata or {},
+                ),
+                purpose="cancel",
+            )
+            send, receive = trio.open_memory_channel[AgentEvent](self.settings.queue_size)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._record_all, live, canceller, receive)
+                async with send:
+                    with trio.move_on_after(self.settings.cancel_grace):
+                        try:
+                            await self.executor.cancel(canceller.context, EventQueue(send))
+                        except Exception:
+                            log.exception(
+                                "cancel of agent %s raised on task %s", self.name, live.task_id
+                            )
+            self._end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
+            done.set()
+            if running is not None:
+                with trio.move_on_after(self.settings.cancel_grace):
+                    await running.done.wait()
+                running.cancel_scope.cancel()
+        finally:
+            done.set()
+            self._release(live)
+
+    # --- GetTask, ListTasks -----------------------------------------------------
+
+    def get_task(self, request: GetTaskRequest, caller: Principal) -> Task:
+        stored = self._owned(request.id, caller)
+        return view_task(stored.task, history_length=request.history_length)
+
+    def list_tasks(self, request: ListTasksRequest, caller: Principal) -> ListTasksResponse:
+        page_size = request.page_size or self.settings.default_page_size
+        page = self.store.list_tasks(
+            self.name,
+            caller.identifier,
+            context_id=request.context_id,
+            state=request.status,
+            updated_after=request.status_timestamp_after,
+            page_size=page_size,
+            page_token=request.page_token,
+        )
+        tasks = [
+            view_task(
+                task,
+                history_length=request.history_length,
+                include_artifacts=bool(request.include_artifacts),
+            )
+            for task in page.tasks
+        ]
+        if request.include_artifacts:
+            tasks = [
+                t if t.artifacts is not None else t.model_copy(update={"artifacts": []})
+                for t in tasks
+            ]
+        return ListTasksResponse(
+            tasks=tasks,
+            next_page_token=page.next_page_token,
+            page_size=page_size,
+            total_size=page.total_size,
+        )
+
+    # --- SubscribeToTask --------------------------------------------------------
+
+    def subscribe(
+        self,
+        request: SubscribeToTaskRequest,
+        caller: Principal,
+        last_event_id: int | None = None,
+    ) -> TaskEventStream:
+        """SubscribeToTask: the current task, then its events until it ends.
+
+        With ``last_event_id`` (SSE ``Last-Event-ID``) the stream resumes from
+        the log after that event instead of starting with a snapshot.
+        """
+        self._require_streaming()
+        stored = self._owned(request.id, caller)
+        if stored.state.is_final and last_event_id is None:
+            raise UnsupportedOperationError(
+                f"Task {request.id} is {stored.state.value}; there is nothing left to subscribe to",
+                metadata={"taskId": request.id, "state": stored.state.value},
+            )
+        live = self._acquire(request.id, stored)
+        if last_event_id is not None:
+            return TaskEventStream(self, live, max(0, last_event_id), [], stop_on_interrupt=False)
+        snapshot = live.feed.snapshot or stored.task
+        cursor = live.feed.last_seq
+        return TaskEventStream(
+            self, live, cursor, [(cursor, StreamResponse(task=snapshot))], stop_on_interrupt=False
+        )
+
+    # --- push notification configs ------------------------------------------------
+
+    def _require_push(self) -> None:
+        if not self.push_notifications:
+            raise PushNotificationNotSupportedError(
+                "This agent does not support push notifications"
+            )
+
+    def _require_streaming(self) -> None:
+        if not self.streaming:
+            raise UnsupportedOperationError("This agent does not support streaming")
+
+    def _save_push_config(
+        self, task_id: str, caller: Principal, config: TaskPushNotificationConfig
+    ) -> TaskPushNotificationConfig:
+        if not config.url.lower().startswith(("http://", "https://")):
+            raise InvalidParamsError("url: a webhook URL must be http or https")
+        config = config.model_copy(
+            update={"task_id": task_id, "id": config.id or str(uuid.uuid4()), "tenant": None}
+        )
+        self.store.save_push_config(self.name, caller.identifier, config)
+        return config
+
+    def create_push_config(
+        self, request: TaskPushNotificationConfig, caller: Principal
+    ) -> TaskPushNotificationConfig:
+        self._require_push()
+        if not request.task_id:
+            raise InvalidParamsError("taskId: required")
+        self._owned(request.task_id, caller)
+        return self._save_push_config(request.task_id, caller, request)
+
+    def get_push_config(
+        self, request: GetTaskPushNotificationConfigRequest, caller: Principal
+    ) -> TaskPushNotificationConfig:
+        self._require_push()
+        self._owned(request.task_id, caller)
+        config = self.store.get_push_config(
+            self.name, request.task_id, request.id, owner=caller.identifier
+        )
+        if config is None:
+            raise TaskNotFoundError(
+                f"Push notification config {request.id} not found for task {request.task_id}",
+                metadata={"taskId": request.task_id, "configId": request.id},
+            )
+        return config
+
+    def list_push_configs(
+        self, request: ListTaskPushNotificationConfigsRequest, caller: Principal
+    ) -> ListTaskPushNotificationConfigsResponse:
+        self._require_push()
+        self._owned(request.task_id, caller)
+        configs = self.store.list_push_configs(self.name, request.task_id, owner=caller.identifier)
+        return ListTaskPushNotificationConfigsResponse(configs=configs, next_page_token="")
+
+    def delete_push_config(
+        self, request: DeleteTaskPushNotificationConfigRequest, caller: Principal
+    ) -> None:
+        self._require_push()
+        self._owned(request.task_id, caller)
+        # Idempotent (spec 3.1.10): deleting what is gone is not an error.
+        self.store.delete_push_config(
+            self.name, request.task_id, request.id, owner=caller.identifier
+        )
+
+
+def event_task_id(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> str:
+    return event.id if isinstance(event, Task) else event.task_id
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error).strip()
+    name = type(error).__name__
+    return f"{name}: {text}"[:500] if text else name
+
+
+def _response_state(response: StreamResponse) -> TaskState | None:
+    if response.task is not None:
+        return response.task.status.state
+    if response.status_update is not None:
+        return response.status_update.status.state
+    return None
+
+
+class TaskEventStream:
+    """The events a stream relays, read with :meth:`receive` (cancel-safe).
+
+    Waiting in :meth:`receive` can be cancelled (by a keep-alive timer, say)
+    and called again without losing anything: all state lives here, and the
+    wait itself is only on the feed's wake-up event.
+    """
+
+    def __init__(
+        self,
+        host: AgentHost | None,
+        live: _LiveTask | None,
+        cursor: int,
+        initial: list[FeedItem],
+        *,
+        execution: _Execution | None = None,
+        stop_on_interrupt: bool = True,
+    ) -> None:
+        self._host = host
+        self._live = live
+        self._cursor = cursor
+        # Events at or before the origin (the opening snapshot) never end the stream.
+        self._origin = cursor
+        self._pending: deque[FeedItem | tuple[None, StreamResponse]] = deque(initial)
+        self._execution = execution
+        self._stop_on_interrupt = stop_on_interrupt
+        self._finished = False
+        self._closed = False
+
+    @classmethod
+    def single(cls, response: StreamResponse) -> TaskEventStream:
+        """A stream of exactly one event (a direct Message answer)."""
+        stream = cls(None, None, 0, [])
+        stream._pending.append((None, response))
+        stream._finished = True
+        return stream
+
+    async def receive(self) -> tuple[int | None, StreamResponse]:
+        """The next event and its log sequence; raises ``trio.EndOfChannel`` at the end."""
+        while True:
+            if self._pending:
+                seq, response = self._pending.popleft()
+                if seq is None or seq > self._origin:
+                    self._note_end(response)
+                return seq, response
+            if self._finished or self._live is None:
+                self.close()
+                raise trio.EndOfChannel
+            feed = self._live.feed
+            wakeup = feed.wakeup
+            items = feed.after(self._cursor)
+            if items is None:
+                assert self._host is not None
+                items = [
+                    (event.seq, StreamResponse.model_validate_json(event.payload))
+                    for event in self._host.store.events_after(
+                        self._host.name, self._live.task_id, self._cursor
+                    )
+                ]
+            if items:
+                self._cursor = items[-1][0]
+                self._pending.extend(items)
+                continue
+            if self._execution is not None and self._execution.done.is_set():
+                self._finished = True
+                continue
+            snapshot = feed.snapshot
+            if self._execution is None and snapshot is not None and snapshot.status.state.is_final:
+                self._finished = True
+                continue
+            await wakeup.wait()
+
+    def _note_end(self, response: StreamResponse) -> None:
+        state = _response_state(response)
+        if state is None:
+            return
+        if state.is_final or (self._stop_on_interrupt and state.is_interrupted):
+            self._finished = True
+            self._pending.clear()
+
+    def close(self) -> None:
+        """Let go of the task (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            if self._host is not None and self._live is not None:
+                self._host._release(self._live)
+
+    def __aiter__(self) -> AsyncIterator[tuple[int | None, StreamResponse]]:
+        return self
+
+    async def __anext__(self) -> tuple[int | None, StreamResponse]:
+        try:
+            return await self.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None

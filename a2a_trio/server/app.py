@@ -1,0 +1,224 @@
+"""The Quart-trio application that hosts agents."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import trio
+from quart import Response, request
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from ..protocol import AgentCard, MethodNotAllowedError
+from ..runtime import AgentExecutor, AgentHost, HostSettings
+from ..store import TaskStore
+from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
+from .cards import CardSource, ServedCard, import_object, resolve_card
+from .mount import AgentMount, Authenticator, anonymous
+
+__all__ = ["A2AApp"]
+
+WELL_KNOWN_PATH = "/.well-known/agent-card.json"
+_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+ExecutorSource = AgentExecutor | type[AgentExecutor] | str
+
+
+def _resolve_executor(source: ExecutorSource) -> AgentExecutor:
+    value: Any = import_object(source) if isinstance(source, str) else source
+    if isinstance(value, type):
+        value = value()
+    if not isinstance(value, AgentExecutor):
+        raise TypeError(
+            f"an executor must be an AgentExecutor (instance, class or import path), "
+            f"got {type(value).__name__}"
+        )
+    return value
+
+
+def _normalise_prefix(prefix: str) -> str:
+    prefix = "/" + prefix.strip().strip("/")
+    return "" if prefix == "/" else prefix
+
+
+class A2AApp(QuartTrio):
+    """An ASGI app serving any number of agents, each under its own prefix.
+
+    ::
+
+        app = A2AApp(database="agents.db")
+        app.mount("/echo", card=my_card, executor=EchoExecutor(), name="echo")
+
+    Serve it with ``hypercorn --worker-class trio module:app``, or run it inside
+    a trio program with ``hypercorn.trio.serve``. The hosts start with the
+    app's lifespan and shut down in order with it.
+    """
+
+    def __init__(
+        self,
+        import_name: str = "a2a_trio",
+        *,
+        database: str | Path = "a2a.db",
+        store: TaskStore | None = None,
+        secret_key: str | bytes | None = None,
+        settings: ServerSettings | None = None,
+        host_settings: HostSettings | None = None,
+    ) -> None:
+        super().__init__(import_name)
+        self.a2a_settings = settings or ServerSettings()
+        self.host_settings = host_settings or HostSettings()
+        self.config["RESPONSE_TIMEOUT"] = None  # streams live as long as their task
+        self.config["MAX_CONTENT_LENGTH"] = self.a2a_settings.max_body_bytes
+        self._database = database
+        self._secret_key = secret_key
+        self._store = store
+        self._owns_store = store is None
+        self.mounts: dict[str, AgentMount] = {}
+        self._root_card_owner: AgentMount | None = None
+        self.before_serving(self._start_hosts)
+        self.after_serving(self._stop_hosts)
+        self.register_error_handler(HTTPException, self._http_error)
+
+    @property
+    def store(self) -> TaskStore:
+        """The SQLite store, opened (and migrated) on first use."""
+        if self._store is None:
+            self._store = TaskStore(self._database, secret_key=self._secret_key)
+        return self._store
+
+    # --- mounting -----------------------------------------------------------------
+
+    def mount(
+        self,
+        prefix: str,
+        card: CardSource,
+        executor: ExecutorSource,
+        *,
+        name: str | None = None,
+        well_known: bool | None = None,
+        extended_card: CardSource | None = None,
+        authenticate: Authenticator | None = None,
+        push_enabled: bool = True,
+    ) -> AgentMount:
+        """Serve an agent under ``prefix``.
+
+        ``well_known`` makes this agent own ``/.well-known/agent-card.json``;
+        when unset, the first agent mounted claims it. A second explicit claim
+        is an error. Routes are named ``a2a.<name>.well-known``,
+        ``a2a.<name>.card``, ``a2a.<name>.jsonrpc`` and ``a2a.<name>.rest``.
+        """
+        name = name or "default"
+        if not _NAME.match(name):
+            raise ValueError(f"agent name {name!r} may only hold letters, digits, '-' and '_'")
+        if name in self.mounts:
+            raise ValueError(f"an agent named {name!r} is already mounted")
+        prefix = _normalise_prefix(prefix)
+        if any(m.prefix == prefix for m in self.mounts.values()):
+            raise ValueError(f"prefix {prefix or '/'!r} is already mounted")
+        if well_known and self._root_card_owner is not None:
+            raise ValueError(
+                f"agents {self._root_card_owner.name!r} and {name!r} both claim "
+                f"{WELL_KNOWN_PATH}; only one agent may own the root card"
+            )
+        owns_root = well_known if well_known is not None else self._root_card_owner is None
+        public_card = resolve_card(card)
+        capabilities = public_card.capabilities
+        host = AgentHost(
+            name=name,
+            executor=_resolve_executor(executor),
+            store=self.store,
+            streaming=bool(capabilities.streaming),
+            push_notifications=bool(capabilities.push_notifications) and push_enabled,
+            settings=self.host_settings,
+        )
+        mount = AgentMount(
+            name=name,
+            prefix=prefix,
+            card=ServedCard(public_card, prefix, max_age=self.a2a_settings.card_max_age),
+            host=host,
+            well_known=owns_root,
+            extended_card=resolve_card(extended_card) if extended_card is not None else None,
+            authenticate=authenticate or anonymous,
+        )
+        self.mounts[name] = mount
+        if owns_root:
+            self._root_card_owner = mount
+        self._add_routes(mount)
+        return mount
+
+    def _add_routes(self, mount: AgentMount) -> None:
+        settings = self.a2a_settings
+        served = mount.card
+
+        async def card_view() -> Response:
+            body, etag = served.render(base_url(request, settings))
+            headers = served.headers(etag) | {"Access-Control-Allow-Origin": "*"}
+            match = request.headers.get("If-None-Match", "")
+            if match and (match.strip() == "*" or etag in (t.strip() for t in match.split(","))):
+                return Response(b"", status=304, headers=headers)
+            return Response(body, status=200, headers=headers, content_type="application/json")
+
+        async def jsonrpc_view() -> Response:
+            if request.method != "POST":
+                error = MethodNotAllowedError("JSON-RPC requests are POSTed", allowed=["POST"])
+                body = {"jsonrpc": "2.0", "id": None, "error": error.to_jsonrpc()}
+                return Response(
+                    json.dumps(body), 405, {"Allow": "POST"}, content_type="application/json"
+                )
+            return await handle_jsonrpc(request, mount, settings)
+
+        async def rest_view(rest_path: str) -> Response:
+            return await handle_rest(request, mount, settings, rest_path)
+
+        base = f"a2a.{mount.name}"
+        all_methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+        self.add_url_rule(
+            f"{mount.prefix}{WELL_KNOWN_PATH}", f"{base}.card", card_view, methods=["GET"]
+        )
+        if mount.well_known:
+            self.add_url_rule(WELL_KNOWN_PATH, f"{base}.well-known", card_view, methods=["GET"])
+        # The kit (and some clients) post to the interface URL with a trailing slash.
+        for suffix, endpoint in (("/jsonrpc", "jsonrpc"), ("/jsonrpc/", "jsonrpc-slash")):
+            self.add_url_rule(
+                f"{mount.prefix}{suffix}",
+                f"{base}.{endpoint}",
+                jsonrpc_view,
+                methods=all_methods,
+                strict_slashes=False,
+            )
+        self.add_url_rule(
+            f"{mount.prefix}/rest/<path:rest_path>", f"{base}.rest", rest_view, methods=all_methods
+        )
+
+    # --- lifespan -------------------------------------------------------------------
+
+    async def _start_hosts(self) -> None:
+        for mount in self.mounts.values():
+            await self.nursery.start(mount.host.run)
+
+    async def _stop_hosts(self) -> None:
+        async with trio.open_nursery() as nursery:
+            for mount in self.mounts.values():
+                nursery.start_soon(mount.host.close)
+        if self._owns_store and self._store is not None:
+            self._store.close()
+            self._store = None
+
+    async def _http_error(self, error: HTTPException) -> Response:
+        """Routing errors answer in JSON too (AIP-193 shape), never HTML."""
+        status = error.code or 500
+        body = {
+            "error": {
+                "code": status,
+                "status": {404: "NOT_FOUND", 405: "UNIMPLEMENTED"}.get(status, "UNKNOWN"),
+                "message": error.description or error.name,
+            }
+        }
+        return Response(json.dumps(body), status=status, content_type="application/json")
+
+    def card_for(self, name: str, base: str) -> AgentCard:
+        """The card of agent ``name`` exactly as served at ``base``."""
+        return self.mounts[name].card.complete(base)

@@ -1,0 +1,242 @@
+"""The two HTTP bindings: JSON-RPC 2.0 (spec 9) and HTTP+JSON (spec 11).
+
+Each view parses, checks the version, resolves the caller, calls
+:meth:`AgentMount.dispatch` and renders the outcome. Neither knows what an
+operation does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from quart import Request, Response
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from ..protocol import (
+    A2AError,
+    ContentTypeNotSupportedError,
+    InternalError,
+    InvalidParamsError,
+    MethodNotAllowedError,
+    PayloadTooLargeError,
+    ProtoModel,
+    StreamResponse,
+    negotiate_version,
+    parse_jsonrpc,
+    parse_rest,
+)
+from ..protocol.operations import resolve_method
+from ..protocol.sse import KEEPALIVE, format_event
+from ..runtime import TaskEventStream
+from .mount import AgentMount
+
+__all__ = ["ServerSettings", "handle_jsonrpc", "handle_rest"]
+
+log = logging.getLogger("a2a_trio.server")
+
+VERSION_HEADER = "A2A-Version"
+EXTENSIONS_HEADER = "A2A-Extensions"
+JSON_CONTENT_TYPE = "application/json"
+#: Statuses a JSON-RPC error keeps; every other JSON-RPC error travels on 200
+#: (JSON-RPC over HTTP, and what peers' clients expect).
+_JSONRPC_HTTP_STATUSES = frozenset({401, 403, 413})
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """Limits and HTTP behaviour of the protocol routes."""
+
+    max_body_bytes: int = 10 * 1024 * 1024
+    keepalive_interval: float = 15.0
+    card_max_age: int = 300
+    #: The address clients use, when it differs from the request's Host.
+    public_url: str | None = None
+
+
+def _is_json(content_type: str | None) -> bool:
+    mime = (content_type or "").split(";", 1)[0].strip().lower()
+    return mime == JSON_CONTENT_TYPE or (mime.startswith("application/") and mime.endswith("+json"))
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    length = request.content_length
+    if length is not None and length > limit:
+        raise PayloadTooLargeError(f"Request body of {length} bytes exceeds the limit of {limit}")
+    request.max_content_length = limit
+    try:
+        data = await request.get_data(cache=False, as_text=False)
+    except RequestEntityTooLarge:
+        raise PayloadTooLargeError(f"Request body exceeds the limit of {limit} bytes") from None
+    return data if isinstance(data, bytes) else data.encode()
+
+
+def _version(request: Request) -> str | None:
+    value = request.headers.get(VERSION_HEADER)
+    if value is None:
+        value = request.args.get(VERSION_HEADER)
+    return value
+
+
+def _extensions(request: Request) -> frozenset[str]:
+    values = request.headers.getlist(EXTENSIONS_HEADER)
+    return frozenset(item.strip() for value in values for item in value.split(",") if item.strip())
+
+
+def _last_event_id(request: Request) -> int | None:
+    value = request.headers.get("Last-Event-ID")
+    if value is None or not value.strip():
+        return None
+    try:
+        seq = int(value.strip())
+    except ValueError:
+        raise InvalidParamsError("Last-Event-ID: must be an event id this server sent") from None
+    if seq < 0:
+        raise InvalidParamsError("Last-Event-ID: must not be negative")
+    return seq
+
+
+def base_url(request: Request, settings: ServerSettings) -> str:
+    """The scheme and authority clients reach this server at."""
+    if settings.public_url:
+        return settings.public_url.rstrip("/")
+    return request.host_url.rstrip("/")
+
+
+def _json(body: str | bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, status=status, headers=headers, content_type=JSON_CONTENT_TYPE)
+
+
+def _event_stream(
+    stream: TaskEventStream,
+    render: Callable[[StreamResponse], str],
+    keepalive: float,
+) -> Response:
+    async def frames() -> AsyncIterator[bytes]:
+        try:
+            while True:
+                # receive() is cancel-safe: a keep-alive timeout loses nothing.
+                with trio.move_on_after(keepalive) as timer:
+                    try:
+                        seq, response = await stream.receive()
+                    except trio.EndOfChannel:
+                        return
+                if timer.cancelled_caught:
+                    yield KEEPALIVE
+                    continue
+                yield format_event(render(response), event_id=seq)
+        except Exception:
+            log.exception("event stream failed")
+        finally:
+            # The client may be gone: the task goes on, the stream lets go of it.
+            stream.close()
+
+    return Response(
+        frames(),
+        status=200,
+        content_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+# --- JSON-RPC -----------------------------------------------------------------
+
+
+def _jsonrpc_result(request_id: Any, payload: str) -> str:
+    return f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{payload}}}'
+
+
+def _jsonrpc_error(request_id: Any, error: A2AError) -> Response:
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "error": error.to_jsonrpc()}, separators=(",", ":")
+    )
+    status = error.http_status if error.http_status in _JSONRPC_HTTP_STATUSES else 200
+    return _json(body, status, _challenge(error))
+
+
+def _challenge(error: A2AError) -> dict[str, str] | None:
+    challenge = getattr(error, "challenge", None)
+    return {"WWW-Authenticate": challenge} if challenge else None
+
+
+async def handle_jsonrpc(request: Request, mount: AgentMount, settings: ServerSettings) -> Response:
+    """``POST {prefix}/jsonrpc``."""
+    request_id: Any = None
+    try:
+        if not _is_json(request.content_type):
+            raise ContentTypeNotSupportedError(
+                f"JSON-RPC requests must be sent as {JSON_CONTENT_TYPE}, "
+                f"not {request.content_type or 'an undeclared type'}"
+            )
+        envelope = parse_jsonrpc(await _read_body(request, settings.max_body_bytes))
+        request_id = envelope.id
+        negotiate_version(_version(request))
+        caller = await mount.authenticate(request)
+        call = resolve_method(envelope)
+        outcome = await mount.dispatch(
+            call,
+            caller,
+            extensions=_extensions(request),
+            last_event_id=_last_event_id(request),
+            base_url=base_url(request, settings),
+        )
+    except A2AError as error:
+        return _jsonrpc_error(getattr(error, "request_id", request_id), error)
+    except Exception:
+        log.exception("JSON-RPC request failed")
+        return _jsonrpc_error(request_id, InternalError())
+    if isinstance(outcome, TaskEventStream):
+        return _event_stream(
+            outcome,
+            lambda response: _jsonrpc_result(request_id, response.to_json()),
+            settings.keepalive_interval,
+        )
+    return _json(_jsonrpc_result(request_id, outcome.to_json()))
+
+
+# --- HTTP+JSON ----------------------------------------------------------------
+
+
+def _rest_error(error: A2AError) -> Response:
+    headers = _challenge(error) or {}
+    if isinstance(error, MethodNotAllowedError) and error.allowed:
+        headers["Allow"] = ", ".join(error.allowed)
+    return _json(json.dumps(error.to_http(), separators=(",", ":")), error.http_status, headers)
+
+
+async def handle_rest(
+    request: Request, mount: AgentMount, settings: ServerSettings, path: str
+) -> Response:
+    """``{prefix}/rest/{path}``: every HTTP+JSON route (spec 11.3)."""
+    try:
+        negotiate_version(_version(request))
+        body = b""
+        if request.method in ("POST", "PUT", "PATCH"):
+            body = await _read_body(request, settings.max_body_bytes)
+            declared = request.content_type
+            if (declared and not _is_json(declared)) or (body.strip() and not declared):
+                raise ContentTypeNotSupportedError(
+                    f"Request bodies must be sent as {JSON_CONTENT_TYPE}, "
+                    f"not {declared or 'an undeclared type'}"
+                )
+        caller = await mount.authenticate(request)
+        call = parse_rest(request.method, path, request.args.to_dict(), body)
+        outcome = await mount.dispatch(
+            call,
+            caller,
+            extensions=_extensions(request),
+            last_event_id=_last_event_id(request),
+            base_url=base_url(request, settings),
+        )
+    except A2AError as error:
+        return _rest_error(error)
+    except Exception:
+        log.exception("HTTP+JSON request failed")
+        return _rest_error(InternalError())
+    if isinstance(outcome, TaskEventStream):
+        return _event_stream(outcome, ProtoModel.to_json, settings.keepalive_interval)
+    return _json(outcome.to_json())

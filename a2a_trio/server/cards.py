@@ -1,0 +1,115 @@
+"""Agent Cards: where they come from, and how they are served."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import Any
+
+from ..protocol import PROTOCOL_VERSION, AgentCard, AgentInterface
+
+__all__ = ["CardSource", "ServedCard", "import_object", "resolve_card"]
+
+#: A card, its JSON mapping, an import path ("pkg.mod:obj"), a callable that
+#: returns either, or a provider object with a ``card()`` method (a class is
+#: instantiated first).
+CardSource = AgentCard | Mapping[str, Any] | Callable[[], Any] | str | object
+
+JSONRPC_BINDING = "JSONRPC"
+HTTP_JSON_BINDING = "HTTP+JSON"
+
+
+def import_object(path: str) -> Any:
+    """Import ``package.module:attribute`` (or ``package.module.attribute``)."""
+    module_name, _, attribute = path.partition(":")
+    if not attribute:
+        module_name, _, attribute = path.rpartition(".")
+    if not module_name or not attribute:
+        raise ValueError(f"{path!r} is not an import path like 'package.module:name'")
+    target: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def resolve_card(source: CardSource) -> AgentCard:
+    """Turn any accepted card source into a validated :class:`AgentCard`."""
+    value: Any = source
+    if isinstance(value, str):
+        value = import_object(value)
+    if isinstance(value, type) and not issubclass(value, AgentCard):
+        value = value()
+    if not isinstance(value, AgentCard | Mapping) and hasattr(value, "card"):
+        value = value.card()
+    elif callable(value) and not isinstance(value, AgentCard | Mapping):
+        value = value()
+    if isinstance(value, AgentCard):
+        return value
+    if isinstance(value, Mapping):
+        return AgentCard.model_validate(value)
+    raise TypeError(f"cannot make an Agent Card from {type(source).__name__}")
+
+
+def interfaces_for(base_url: str, prefix: str) -> list[AgentInterface]:
+    """The interfaces a mount at ``prefix`` serves, JSON-RPC first."""
+    root = base_url.rstrip("/") + prefix
+    return [
+        AgentInterface(
+            url=f"{root}/jsonrpc",
+            protocol_binding=JSONRPC_BINDING,
+            protocol_version=PROTOCOL_VERSION,
+        ),
+        AgentInterface(
+            url=f"{root}/rest",
+            protocol_binding=HTTP_JSON_BINDING,
+            protocol_version=PROTOCOL_VERSION,
+        ),
+    ]
+
+
+@dataclass
+class ServedCard:
+    """One card as served from one mount, with its HTTP caching validators.
+
+    ``supportedInterfaces`` is filled in from the mount when the card leaves it
+    out. The rendered body (and so the ETag) depends on the address clients
+    use, so it is cached per base URL.
+    """
+
+    card: AgentCard
+    prefix: str
+    max_age: int = 300
+    last_modified: datetime = field(
+        default_factory=lambda: datetime.now(UTC).replace(microsecond=0)
+    )
+    _rendered: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+
+    def complete(self, base_url: str) -> AgentCard:
+        """The card with ``supportedInterfaces`` filled in for ``base_url``."""
+        if self.card.supported_interfaces:
+            return self.card
+        return self.card.model_copy(
+            update={"supported_interfaces": interfaces_for(base_url, self.prefix)}
+        )
+
+    def render(self, base_url: str) -> tuple[bytes, str]:
+        """The JSON body and its strong ETag."""
+        cached = self._rendered.get(base_url)
+        if cached is None:
+            body = self.complete(base_url).to_json().encode()
+            etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+            if len(self._rendered) > 64:  # many Host headers: do not grow without bound
+                self._rendered.clear()
+            cached = self._rendered[base_url] = (body, etag)
+        return cached
+
+    def headers(self, etag: str) -> dict[str, str]:
+        return {
+            "ETag": etag,
+            "Cache-Control": f"public, max-age={self.max_age}",
+            "Last-Modified": format_datetime(self.last_modified, usegmt=True),
+        }

@@ -1,0 +1,127 @@
+"""One mounted agent: its card, its host, and the operation dispatch both bindings share."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..protocol import (
+    AgentCard,
+    Call,
+    ExtendedAgentCardNotConfiguredError,
+    ExtensionSupportRequiredError,
+    Operation,
+    ProtoModel,
+    SendMessageResponse,
+    Task,
+    UnsupportedOperationError,
+)
+from ..runtime import AgentHost, Principal, TaskEventStream
+from ..runtime.executor import ANONYMOUS
+from .cards import ServedCard
+
+__all__ = ["AgentMount", "Authenticator", "Empty", "Outcome"]
+
+#: Resolves the caller of a protocol request (the server's request object in,
+#: a principal out). Until authentication is configured every caller is anonymous.
+Authenticator = Callable[[Any], Awaitable[Principal]]
+
+
+async def anonymous(_request: Any) -> Principal:
+    return ANONYMOUS
+
+
+class Empty(ProtoModel):
+    """``google.protobuf.Empty``: the answer of DeleteTaskPushNotificationConfig."""
+
+
+#: What an operation produces: one response object, or a stream of events.
+Outcome = ProtoModel | TaskEventStream
+
+
+@dataclass
+class AgentMount:
+    """An agent mounted under ``prefix``, with the name its routes carry."""
+
+    name: str
+    prefix: str
+    card: ServedCard
+    host: AgentHost
+    well_known: bool
+    extended_card: AgentCard | None = None
+    authenticate: Authenticator = anonymous
+
+    @property
+    def public_card(self) -> AgentCard:
+        return self.card.card
+
+    def _required_extensions(self) -> list[str]:
+        extensions = self.public_card.capabilities.extensions or []
+        return [ext.uri for ext in extensions if ext.required and ext.uri]
+
+    def _check_extensions(self, requested: frozenset[str]) -> None:
+        missing = [uri for uri in self._required_extensions() if uri not in requested]
+        if missing:
+            raise ExtensionSupportRequiredError(
+                "This agent requires the client to support extension(s): "
+                + ", ".join(missing)
+                + " (declare them in the A2A-Extensions header)",
+                metadata={"extensions": ",".join(missing)},
+            )
+
+    def get_extended_card(self, base_url: str) -> AgentCard:
+        if not self.public_card.capabilities.extended_agent_card:
+            raise UnsupportedOperationError("This agent does not offer an extended agent card")
+        if self.extended_card is None:
+            raise ExtendedAgentCardNotConfiguredError(
+                "This agent declares an extended agent card but none is configured"
+            )
+        card = self.extended_card
+        if not card.supported_interfaces:
+            card = card.model_copy(
+                update={"supported_interfaces": self.card.complete(base_url).supported_interfaces}
+            )
+        return card
+
+    async def dispatch(
+        self,
+        call: Call,
+        caller: Principal,
+        *,
+        extensions: frozenset[str] = frozenset(),
+        last_event_id: int | None = None,
+        base_url: str = "",
+    ) -> Outcome:
+        """Run one operation. Both bindings call this and only render the outcome."""
+        host, request = self.host, call.request
+        match call.operation:
+            case Operation.SEND_MESSAGE:
+                self._check_extensions(extensions)
+                answer = await host.send_message(request, caller, extensions)
+                if isinstance(answer, Task):
+                    return SendMessageResponse(task=answer)
+                return SendMessageResponse(message=answer)
+            case Operation.SEND_STREAMING_MESSAGE:
+                self._check_extensions(extensions)
+                return await host.stream_message(request, caller, extensions)
+            case Operation.GET_TASK:
+                return host.get_task(request, caller)
+            case Operation.LIST_TASKS:
+                return host.list_tasks(request, caller)
+            case Operation.CANCEL_TASK:
+                return await host.cancel_task(request, caller)
+            case Operation.SUBSCRIBE_TO_TASK:
+                return host.subscribe(request, caller, last_event_id)
+            case Operation.CREATE_PUSH_CONFIG:
+                return host.create_push_config(request, caller)
+            case Operation.GET_PUSH_CONFIG:
+                return host.get_push_config(request, caller)
+            case Operation.LIST_PUSH_CONFIGS:
+                return host.list_push_configs(request, caller)
+            case Operation.DELETE_PUSH_CONFIG:
+                host.delete_push_config(request, caller)
+                return Empty()
+            case Operation.GET_EXTENDED_CARD:
+                return self.get_extended_card(base_url)
+        raise AssertionError(f"unhandled operation {call.operation}")  # pragma: no cover

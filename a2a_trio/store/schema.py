@@ -1,0 +1,88 @@
+"""The SQLite schema, versioned and migrated forward on open."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlite_utils
+
+__all__ = ["SCHEMA_VERSION", "migrate"]
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    db["tasks"].create(  # type: ignore[union-attr]
+        {
+            "agent": str,
+            "id": str,
+            "owner": str,
+            "context_id": str,
+            "state": str,
+            "created_at": str,
+            "updated_at": str,
+            "last_seq": int,
+            "snapshot": str,
+        },
+        pk=("agent", "id"),
+        not_null={"agent", "id", "owner", "state", "created_at", "updated_at", "last_seq"},
+        if_not_exists=True,
+    )
+    tasks = db.table("tasks")
+    tasks.create_index(
+        ["agent", "owner", "updated_at", "id"], index_name="tasks_by_owner", if_not_exists=True
+    )
+    tasks.create_index(
+        ["agent", "owner", "context_id"], index_name="tasks_by_context", if_not_exists=True
+    )
+    tasks.create_index(["state", "updated_at"], index_name="tasks_by_state", if_not_exists=True)
+    # The append-only log: one row per recorded event, seq counts per task from 1.
+    db.execute(
+        """
+        CREATE TABLE IF NOT EXISTS task_events (
+            agent TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (agent, task_id, seq)
+        ) WITHOUT ROWID
+        """
+    )
+    db["push_configs"].create(  # type: ignore[union-attr]
+        {
+            "agent": str,
+            "task_id": str,
+            "id": str,
+            "owner": str,
+            "url": str,
+            "token": str,
+            "auth_scheme": str,
+            "auth_credentials": str,
+            "created_at": str,
+        },
+        pk=("agent", "task_id", "id"),
+        not_null={"agent", "task_id", "id", "owner", "url", "created_at"},
+        if_not_exists=True,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(db: sqlite_utils.Database) -> int:
+    """Bring the database to :data:`SCHEMA_VERSION`; returns the version found.
+
+    Each step is idempotent (``IF NOT EXISTS``) and ``user_version`` moves
+    only after it, so a start killed halfway finishes the step next time.
+    """
+    found = int(db.execute("PRAGMA user_version").fetchone()[0])
+    if found > SCHEMA_VERSION:
+        raise RuntimeError(
+            f"database schema version {found} is newer than this a2a-trio "
+            f"understands ({SCHEMA_VERSION}); upgrade a2a-trio"
+        )
+    for version in range(found, SCHEMA_VERSION):
+        MIGRATIONS[version](db)
+        db.execute(f"PRAGMA user_version = {version + 1}")
+    return found
