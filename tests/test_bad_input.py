@@ -1,0 +1,226 @@
+"""Bad input gets a precise protocol error, reaches no executor, and the next request works."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from a2a_trio import A2AApp, ServerSettings
+
+from .agents import ScriptedExecutor
+from .conftest import LiveServer, live_server, make_card, user_message
+
+EXECUTOR = ScriptedExecutor()
+
+
+def mount(app: A2AApp) -> None:
+    app.mount("", card=make_card(), executor=EXECUTOR)
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[LiveServer]:
+    EXECUTOR.executions = 0
+    async with live_server(
+        tmp_path, mount, settings=ServerSettings(max_body_bytes=64 * 1024)
+    ) as live:
+        yield live
+
+
+async def post_jsonrpc(server: LiveServer, content: bytes | str, **headers: str) -> dict[str, Any]:
+    response = await server.client.post(
+        "/jsonrpc",
+        content=content,
+        headers={"Content-Type": "application/json", **headers},
+    )
+    assert response.headers["content-type"] == "application/json"
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def assert_still_serving(server: LiveServer) -> None:
+    body = await server.jsonrpc("SendMessage", {"message": user_message("echo still here")})
+    assert body["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_malformed_json_is_a_parse_error(server: LiveServer) -> None:
+    body = await post_jsonrpc(server, b'{"jsonrpc": "2.0", "method": ')
+    assert body["error"]["code"] == -32700
+    assert body["id"] is None
+    assert EXECUTOR.executions == 0
+    await assert_still_serving(server)
+
+
+async def test_a_wrong_envelope_is_an_invalid_request(server: LiveServer) -> None:
+    body = await post_jsonrpc(server, '{"jsonrpc": "1.0", "id": 7, "method": "GetTask"}')
+    assert body["error"]["code"] == -32600
+    assert body["id"] == 7
+    await assert_still_serving(server)
+
+
+async def test_a_batch_is_an_invalid_request(server: LiveServer) -> None:
+    body = await post_jsonrpc(server, '[{"jsonrpc": "2.0", "id": 1, "method": "GetTask"}]')
+    assert body["error"]["code"] == -32600
+    await assert_still_serving(server)
+
+
+async def test_an_unknown_method_is_method_not_found(server: LiveServer) -> None:
+    body = await server.jsonrpc("message/send", {"message": user_message("echo")})
+    assert body["error"]["code"] == -32601
+    assert "message/send" in body["error"]["message"]
+    assert EXECUTOR.executions == 0
+    await assert_still_serving(server)
+
+
+async def test_invalid_params_name_the_field(server: LiveServer) -> None:
+    message = user_message("echo")
+    del message["messageId"]
+    body = await server.jsonrpc("SendMessage", {"message": message})
+    assert body["error"]["code"] == -32602
+    assert "message.messageId" in body["error"]["message"]
+    assert EXECUTOR.executions == 0
+    await assert_still_serving(server)
+
+
+async def test_a_part_with_two_contents_is_invalid_params(server: LiveServer) -> None:
+    message = user_message("echo")
+    message["parts"] = [{"text": "a", "url": "https://example.com/x"}]
+    body = await server.jsonrpc("SendMessage", {"message": message})
+    assert body["error"]["code"] == -32602
+    assert "message.parts.0" in body["error"]["message"]
+    await assert_still_serving(server)
+
+
+async def test_a_non_json_content_type_is_content_type_not_supported(server: LiveServer) -> None:
+    response = await server.client.post(
+        "/jsonrpc", content="{'not': 'json'}", headers={"Content-Type": "text/plain"}
+    )
+    body = response.json()
+    assert body["error"]["code"] == -32005
+    assert body["error"]["data"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
+    await assert_still_serving(server)
+
+
+async def test_a_non_json_content_type_on_rest_is_415(server: LiveServer) -> None:
+    response = await server.rest(
+        "POST",
+        "/message:send",
+        content='{"message": {}}',
+        headers={"Content-Type": "text/plain"},
+    )
+    assert response.status_code == 415
+    assert response.json()["error"]["details"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
+    await assert_still_serving(server)
+
+
+async def test_an_unknown_task_is_task_not_found_on_both_bindings(server: LiveServer) -> None:
+    body = await server.jsonrpc("GetTask", {"id": "no-such-task"})
+    assert body["error"]["code"] == -32001
+    assert body["error"]["data"][0]["reason"] == "TASK_NOT_FOUND"
+    response = await server.rest("GET", "/tasks/no-such-task")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == 404
+    await assert_still_serving(server)
+
+
+async def test_a_body_over_the_limit_is_refused(server: LiveServer) -> None:
+    message = user_message("echo " + "x" * (70 * 1024))
+    body = await server.jsonrpc("SendMessage", {"message": message})
+    assert body["error"]["code"] == -32600
+    assert body["error"]["data"][0]["reason"] == "PAYLOAD_TOO_LARGE"
+    response = await server.rest("POST", "/message:send", json={"message": message})
+    assert response.status_code == 413
+    assert EXECUTOR.executions == 0
+    await assert_still_serving(server)
+
+
+async def test_an_unsupported_version_is_refused_on_both_bindings(server: LiveServer) -> None:
+    message = {"message": user_message("echo")}
+    body = await server.jsonrpc("SendMessage", message, headers={"A2A-Version": "99.0"})
+    assert body["error"]["code"] == -32009
+    response = await server.rest(
+        "POST", "/message:send", json=message, headers={"A2A-Version": "99.0"}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+    assert EXECUTOR.executions == 0
+    await assert_still_serving(server)
+
+
+async def test_a_missing_version_means_0_3_which_is_not_served(server: LiveServer) -> None:
+    response = await server.client.post(
+        "/jsonrpc",
+        json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}},
+        headers={"A2A-Version": ""},
+    )
+    assert response.json()["error"]["code"] == -32009
+    await assert_still_serving(server)
+
+
+async def test_a_patch_version_is_served_as_its_minor(server: LiveServer) -> None:
+    body = await server.jsonrpc(
+        "SendMessage", {"message": user_message("echo")}, headers={"A2A-Version": "1.0.7"}
+    )
+    assert body["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_the_version_may_be_a_query_parameter(server: LiveServer) -> None:
+    async with httpx.AsyncClient(base_url=server.url) as bare:
+        assert (await bare.get("/rest/tasks", params={"A2A-Version": "1.0"})).status_code == 200
+        assert (await bare.get("/rest/tasks")).status_code == 400
+
+
+async def test_unknown_fields_are_ignored(server: LiveServer) -> None:
+    message = user_message("echo tolerant", futureField={"nested": True})
+    body = await server.jsonrpc("SendMessage", {"message": message, "tckExtraParam": 42})
+    task = body["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "futureField" not in task["history"][0]
+
+
+async def test_a_wrong_http_method_on_rest_is_405_with_allow(server: LiveServer) -> None:
+    response = await server.rest("GET", "/message:send")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert response.json()["error"]["code"] == 405
+
+
+async def test_an_unknown_rest_path_is_a_json_404(server: LiveServer) -> None:
+    response = await server.rest("GET", "/nothing/here")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == 404
+
+
+async def test_a_get_on_the_jsonrpc_endpoint_is_a_json_405(server: LiveServer) -> None:
+    response = await server.client.get("/jsonrpc")
+    assert response.status_code == 405
+    assert response.json()["error"]["code"] == -32601
+
+
+async def test_an_agent_role_on_a_client_message_is_invalid_params(server: LiveServer) -> None:
+    body = await server.jsonrpc("SendMessage", {"message": user_message("echo", role="ROLE_AGENT")})
+    assert body["error"]["code"] == -32602
+    assert EXECUTOR.executions == 0
+
+
+async def test_an_invalid_page_token_is_invalid_params(server: LiveServer) -> None:
+    response = await server.rest("GET", "/tasks", params={"pageToken": "not-a-token"})
+    assert response.status_code == 400
+    body = await server.jsonrpc("ListTasks", {"pageToken": "%%%"})
+    assert body["error"]["code"] == -32602
+
+
+async def test_a_page_size_out_of_range_is_invalid_params(server: LiveServer) -> None:
+    body = await server.jsonrpc("ListTasks", {"pageSize": 101})
+    assert body["error"]["code"] == -32602
+    assert "pageSize" in body["error"]["message"]
+
+
+async def test_a_malformed_last_event_id_is_invalid_params(server: LiveServer) -> None:
+    body = await server.jsonrpc(
+        "SubscribeToTask", {"id": "x"}, headers={"Last-Event-ID": "yesterday"}
+    )
+    assert body["error"]["code"] == -32602

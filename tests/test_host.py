@@ -1,0 +1,387 @@
+"""The host runtime on trio's autojump clock: executions, recorder, cancel, shutdown."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from a2a_trio import Principal, TaskState
+from a2a_trio.protocol import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    InvalidAgentResponseError,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from a2a_trio.runtime import AgentHost, HostSettings
+from a2a_trio.store import TaskStore
+
+from .agents import ScriptedExecutor
+
+ALICE = Principal("alice", authenticated=True)
+BOB = Principal("bob", authenticated=True)
+
+
+def request(
+    text: str, *, task_id: str | None = None, return_immediately: bool = False
+) -> SendMessageRequest:
+    return SendMessageRequest(
+        message=Message(
+            message_id=str(uuid.uuid4()),
+            role=Role.USER,
+            parts=[Part(text=text)],
+            task_id=task_id,
+        ),
+        configuration=SendMessageConfiguration(return_immediately=return_immediately),
+    )
+
+
+@asynccontextmanager
+async def running_host(
+    tmp_path: Path, executor: ScriptedExecutor | None = None, **settings: float
+) -> AsyncIterator[AgentHost]:
+    store = TaskStore(tmp_path / "host.db")
+    host = AgentHost(
+        name="test",
+        executor=executor or ScriptedExecutor(),
+        store=store,
+        settings=HostSettings(**settings),  # type: ignore[arg-type]
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(host.run)
+        try:
+            yield host
+        finally:
+            await host.close()
+    store.close()
+
+
+async def sent_task(host: AgentHost, text: str, **kw: object) -> Task:
+    answer = await host.send_message(request(text, **kw), ALICE)  # type: ignore[arg-type]
+    assert isinstance(answer, Task)
+    return answer
+
+
+def states_of(host: AgentHost, task_id: str) -> list[str]:
+    """Every state the event log recorded for the task, in order."""
+    import json
+
+    states = []
+    for event in host.store.events_after(host.name, task_id, 0):
+        document = json.loads(event.payload)
+        if "task" in document:
+            states.append(document["task"]["status"]["state"])
+        elif "statusUpdate" in document:
+            states.append(document["statusUpdate"]["status"]["state"])
+    return states
+
+
+async def test_blocking_send_returns_the_completed_task_with_its_artifact(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "echo hello")
+        assert task.status.state is TaskState.COMPLETED
+        assert task.artifacts and task.artifacts[0].parts[0].text == "hello"
+        assert states_of(host, task.id) == [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED",
+        ]
+
+
+async def test_return_immediately_answers_while_the_task_still_runs(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    executor = ScriptedExecutor()
+    async with running_host(tmp_path, executor) as host:
+        task = await sent_task(host, "hold", return_immediately=True)
+        assert not task.status.state.is_final
+        await executor.gate.reached.wait()
+        executor.gate.release.set()
+        await trio.sleep(1)
+        stored = host.get_task(GetTaskRequest(id=task.id), ALICE)
+        assert stored.status.state is TaskState.COMPLETED
+
+
+async def test_a_message_answer_creates_no_task(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        answer = await host.send_message(request("reply hi"), ALICE)
+        assert isinstance(answer, Message)
+        assert answer.parts[0].text == "you said: hi"
+        assert answer.context_id
+        assert host.store.list_tasks("test", "alice").total_size == 0
+
+
+async def test_an_executor_that_raises_ends_its_task_failed_with_the_reason(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "raise")
+        assert task.status.state is TaskState.FAILED
+        assert task.status.message is not None
+        assert "the agent broke" in (task.status.message.parts[0].text or "")
+        # The host survives: the next message is served normally.
+        assert (await sent_task(host, "echo again")).status.state is TaskState.COMPLETED
+
+
+async def test_an_executor_that_raises_before_any_event_still_yields_a_failed_task(
+    tmp_path: Path,
+) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "raise-now")
+        assert task.status.state is TaskState.FAILED
+        assert states_of(host, task.id) == ["TASK_STATE_SUBMITTED", "TASK_STATE_FAILED"]
+
+
+async def test_an_executor_that_produces_nothing_is_an_invalid_agent_response(
+    tmp_path: Path,
+) -> None:
+    async with running_host(tmp_path) as host:
+        with pytest.raises(InvalidAgentResponseError):
+            await host.send_message(request("silent"), ALICE)
+
+
+async def test_an_executor_that_returns_leaving_work_unfinished_ends_the_task_failed(
+    tmp_path: Path,
+) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "forget")
+        assert task.status.state is TaskState.FAILED
+
+
+async def test_an_illegal_transition_is_refused_and_never_stored(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "illegal")
+        assert task.status.state is TaskState.COMPLETED
+        assert states_of(host, task.id) == [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED",
+        ]
+
+
+async def test_rejection_from_submitted_is_final(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "reject")
+        assert task.status.state is TaskState.REJECTED
+        with pytest.raises(UnsupportedOperationError):
+            await host.send_message(request("echo more", task_id=task.id), ALICE)
+
+
+async def test_input_required_task_continues_on_a_message_with_its_task_id(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        asked = await sent_task(host, "ask")
+        assert asked.status.state is TaskState.INPUT_REQUIRED
+        answered = await sent_task(host, "Ada", task_id=asked.id)
+        assert answered.id == asked.id
+        assert answered.status.state is TaskState.COMPLETED
+        texts = [m.parts[0].text for m in answered.history or []]
+        assert texts == ["ask", "What is your name?", "Ada", "done"]
+
+
+async def test_message_for_a_final_task_is_unsupported(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "echo once")
+        with pytest.raises(UnsupportedOperationError):
+            await host.send_message(request("echo twice", task_id=task.id), ALICE)
+
+
+async def test_message_for_an_unknown_task_is_task_not_found(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        with pytest.raises(TaskNotFoundError):
+            await host.send_message(request("echo", task_id="no-such-task"), ALICE)
+
+
+async def test_another_callers_task_is_not_found(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "ask")
+        with pytest.raises(TaskNotFoundError):
+            host.get_task(GetTaskRequest(id=task.id), BOB)
+        with pytest.raises(TaskNotFoundError):
+            await host.send_message(request("x", task_id=task.id), BOB)
+        with pytest.raises(TaskNotFoundError):
+            await host.cancel_task(CancelTaskRequest(id=task.id), BOB)
+
+
+async def test_messages_to_one_task_run_one_after_another(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    executor = ScriptedExecutor()
+    async with running_host(tmp_path, executor) as host:
+        first = await sent_task(host, "hold", return_immediately=True)
+        await executor.gate.reached.wait()
+        outcome: list[BaseException] = []
+
+        async def follow_up() -> None:
+            try:
+                await sent_task(host, "more", task_id=first.id)
+            except UnsupportedOperationError as error:
+                outcome.append(error)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow_up)
+            await trio.sleep(5)
+            # The follow-up waits for the running execution instead of overlapping it.
+            assert executor.executions == 1
+            executor.gate.release.set()
+        # The first execution completed the task, so the queued message finds it final.
+        assert len(outcome) == 1
+        assert executor.executions == 1
+
+
+async def test_cancel_of_completed_task_is_not_cancelable(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "echo done")
+        with pytest.raises(TaskNotCancelableError):
+            await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
+
+
+async def test_cancel_calls_the_executor_and_ends_the_task_canceled(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    executor = ScriptedExecutor()
+    async with running_host(tmp_path, executor) as host:
+        task = await sent_task(host, "hold", return_immediately=True)
+        await executor.gate.reached.wait()
+        canceled = await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
+        assert canceled.status.state is TaskState.CANCELED
+        assert executor.cancel_calls == 1
+
+
+async def test_cancel_of_an_input_required_task_ends_it_canceled(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "ask")
+        canceled = await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
+        assert canceled.status.state is TaskState.CANCELED
+
+
+async def test_an_executor_ignoring_cancel_is_cancelled_after_the_grace_period(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    executor = ScriptedExecutor()
+    async with running_host(tmp_path, executor, cancel_grace=5.0) as host:
+        task = await sent_task(host, "stubborn", return_immediately=True)
+        await trio.sleep(1)
+        started = trio.current_time()
+        canceled = await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
+        # The client gets its answer without waiting for the stubborn executor ...
+        assert canceled.status.state is TaskState.CANCELED
+        assert trio.current_time() - started < 5.0
+        # ... and the execution's scope is cancelled once the grace period is over.
+        await trio.sleep(5.5)
+        assert not host._executions
+        assert states_of(host, task.id)[-1] == "TASK_STATE_CANCELED"
+
+
+async def test_shutdown_waits_for_the_grace_period_then_fails_running_tasks(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    executor = ScriptedExecutor()
+    async with running_host(tmp_path, executor, shutdown_grace=10.0) as host:
+        task = await sent_task(host, "stubborn", return_immediately=True)
+        await trio.sleep(1)
+        started = trio.current_time()
+        await host.close()
+        assert trio.current_time() - started == pytest.approx(10.0, abs=0.1)
+        stored = host.store.get_task("test", task.id, owner=None)
+        assert stored is not None
+        assert stored.state is TaskState.FAILED
+
+
+async def test_tasks_left_running_by_a_crash_are_failed_at_start(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path / "host.db")
+    running = Task.model_validate(
+        {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_WORKING"}}
+    )
+    waiting = Task.model_validate(
+        {"id": "t2", "contextId": "c1", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}
+    )
+    for task in (running, waiting):
+        store.create_task("test", "alice", task, kind="task", payload="{}")
+    store.close()
+    async with running_host(tmp_path) as host:
+        assert host.get_task(GetTaskRequest(id="t1"), ALICE).status.state is TaskState.FAILED
+        # A task waiting for its client had no running executor: it survives a restart.
+        assert (
+            host.get_task(GetTaskRequest(id="t2"), ALICE).status.state is TaskState.INPUT_REQUIRED
+        )
+
+
+async def test_stream_starts_with_the_task_and_ends_after_the_final_event(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        stream = await host.stream_message(request("echo streamed"), ALICE)
+        kinds = []
+        async for seq, response in stream:
+            kinds.append((seq, next(name for name, value in response if value is not None)))
+        assert kinds == [
+            (1, "task"),
+            (2, "status_update"),
+            (3, "artifact_update"),
+            (4, "status_update"),
+        ]
+
+
+async def test_a_continued_task_streams_from_its_current_snapshot(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        asked = await sent_task(host, "ask")
+        stream = await host.stream_message(request("Ada", task_id=asked.id), ALICE)
+        events = [response async for _, response in stream]
+        assert events[0].task is not None
+        assert events[0].task.status.state is TaskState.INPUT_REQUIRED
+        assert events[-1].status_update is not None
+        assert events[-1].status_update.status.state is TaskState.COMPLETED
+
+
+async def test_subscribers_see_the_snapshot_then_every_event_until_the_end(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    executor = ScriptedExecutor()
+    async with running_host(tmp_path, executor) as host:
+        task = await sent_task(host, "hold", return_immediately=True)
+        await executor.gate.reached.wait()
+        first = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+        second = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+        executor.gate.release.set()
+        seen_first = [response.to_json() async for _, response in first]
+        seen_second = [response.to_json() async for _, response in second]
+        assert seen_first == seen_second
+        assert '"task"' in seen_first[0]
+        assert "TASK_STATE_COMPLETED" in seen_first[-1]
+
+
+async def test_subscribe_to_a_final_task_is_unsupported(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "echo")
+        with pytest.raises(UnsupportedOperationError):
+            host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+
+
+async def test_a_subscriber_resumes_after_its_last_event_id(tmp_path: Path) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "echo resumed")
+        stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE, last_event_id=2)
+        assert [seq async for seq, _ in stream] == [3, 4]
+
+
+async def test_a_lagging_subscriber_catches_up_from_the_log(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    executor = ScriptedExecutor()
+    async with running_host(tmp_path, executor, feed_window=1) as host:
+        task = await sent_task(host, "hold", return_immediately=True)
+        await executor.gate.reached.wait()
+        stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+        executor.gate.release.set()
+        await trio.sleep(1)  # artifact and completion are both published before we read
+        seqs = [seq async for seq, _ in stream]
+        assert seqs == [2, 3, 4]

@@ -1,0 +1,44 @@
+"""The default flow over a real socket: card, send, stream, get, list on both bindings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from a2a_trio import A2AApp
+
+from .agents import ScriptedExecutor
+from .conftest import live_server, make_card, user_message
+
+
+def mount_scripted(app: A2AApp) -> None:
+    app.mount("", card=make_card(), executor=ScriptedExecutor())
+
+
+async def test_card_lists_both_bindings_of_the_mount(tmp_path: Path) -> None:
+    async with live_server(tmp_path, mount_scripted) as server:
+        response = await server.client.get("/.well-known/agent-card.json")
+        assert response.status_code == 200
+        interfaces = response.json()["supportedInterfaces"]
+        assert [(i["protocolBinding"], i["url"]) for i in interfaces] == [
+            ("JSONRPC", f"{server.url}/jsonrpc"),
+            ("HTTP+JSON", f"{server.url}/rest"),
+        ]
+
+
+async def test_send_message_blocks_until_the_task_completes_on_jsonrpc(tmp_path: Path) -> None:
+    async with live_server(tmp_path, mount_scripted) as server:
+        body = await server.jsonrpc("SendMessage", {"message": user_message("echo hi")})
+        task = body["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert task["artifacts"][0]["parts"] == [{"text": "hi"}]
+
+
+async def test_send_message_blocks_until_the_task_completes_on_rest(tmp_path: Path) -> None:
+    async with live_server(tmp_path, mount_scripted) as server:
+        response = await server.rest(
+            "POST", "/message:send", json={"message": user_message("echo hi")}
+        )
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "application/json"
+        task = response.json()["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
