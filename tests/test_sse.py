@@ -1,0 +1,59 @@
+"""SSE framing of a live stream on the autojump clock: keep-alives, ids, and letting go."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from a2a_trio.protocol import StreamResponse, SubscribeToTaskRequest
+from a2a_trio.protocol.sse import KEEPALIVE
+from a2a_trio.server.bindings import _event_stream
+
+from .agents import ScriptedExecutor
+from .test_host import ALICE, running_host, sent_task
+
+
+async def test_an_idle_stream_sends_a_keepalive_comment_every_interval(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    executor = ScriptedExecutor()
+    async with running_host(tmp_path, executor) as host:
+        task = await sent_task(host, "hold", return_immediately=True)
+        await executor.gate.reached.wait()
+        stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+        response = _event_stream(stream, StreamResponse.to_json, keepalive=15.0)
+        chunks: list[tuple[float, bytes]] = []
+        started = trio.current_time()
+        async with response.response as body:
+            async for chunk in body:
+                chunks.append((trio.current_time() - started, chunk))
+                if len(chunks) == 3:
+                    executor.gate.release.set()
+        # The snapshot at once, keep-alives at 15 s and 30 s, then the live events.
+        assert chunks[0][0] == 0 and chunks[0][1].startswith(b"id: 2\ndata: {\"task\"")
+        assert [c for t, c in chunks[1:3]] == [KEEPALIVE, KEEPALIVE]
+        assert [round(t) for t, _ in chunks[1:3]] == [15, 30]
+        assert chunks[-1][1].startswith(b"id: 4\n")
+        assert b"TASK_STATE_COMPLETED" in chunks[-1][1]
+
+
+async def test_a_client_that_goes_away_ends_the_relay_but_not_the_task(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    executor = ScriptedExecutor()
+    async with running_host(tmp_path, executor) as host:
+        task = await sent_task(host, "hold", return_immediately=True)
+        await executor.gate.reached.wait()
+        stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+        response = _event_stream(stream, StreamResponse.to_json, keepalive=15.0)
+        with trio.move_on_after(1):  # the client reads one frame and disconnects
+            async with response.response as body:
+                async for _ in body:
+                    await trio.sleep(10)
+        assert task.id in host._live  # still held by the running execution only
+        assert host._live[task.id].users == 1
+        executor.gate.release.set()
+        await trio.sleep(1)
+        assert host.store.get_task("test", task.id, owner=None).state.is_final  # type: ignore[union-attr]
+        assert task.id not in host._live
