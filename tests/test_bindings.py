@@ -219,7 +219,9 @@ async def test_stream_of_a_message_answer_is_that_one_message(
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
-async def test_subscribe_follows_a_waiting_task_to_its_end(server: LiveServer, binding: str) -> None:
+async def test_subscribe_follows_a_waiting_task_to_its_end(
+    server: LiveServer, binding: str
+) -> None:
     b = Binding(server, binding)
     asked = (await b.send("ask"))["task"]
     events: list[dict[str, Any]] = []
@@ -295,7 +297,9 @@ async def test_push_config_crud_is_scoped_to_the_task(server: LiveServer, bindin
             "DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "hook-1"}
         )
         assert (status, deleted) == (0, {})
-    status, _ = await b.call("GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "hook-1"})
+    status, _ = await b.call(
+        "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "hook-1"}
+    )
     assert status == (-32001 if binding == "jsonrpc" else 404)
 
 
@@ -321,7 +325,9 @@ async def test_a_push_config_sent_with_the_message_is_registered_on_the_new_task
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
-async def test_the_extended_card_is_served_with_interfaces(server: LiveServer, binding: str) -> None:
+async def test_the_extended_card_is_served_with_interfaces(
+    server: LiveServer, binding: str
+) -> None:
     b = Binding(server, binding)
     status, card = await b.call("GetExtendedAgentCard", {})
     assert status == 0
@@ -334,9 +340,7 @@ async def test_card_has_cache_validators_and_answers_304(server: LiveServer) -> 
     assert "max-age=" in response.headers["cache-control"]
     assert response.headers["last-modified"].endswith("GMT")
     etag = response.headers["etag"]
-    again = await server.client.get(
-        "/.well-known/agent-card.json", headers={"If-None-Match": etag}
-    )
+    again = await server.client.get("/.well-known/agent-card.json", headers={"If-None-Match": etag})
     assert again.status_code == 304
     assert again.content == b""
     assert again.headers["etag"] == etag
@@ -420,7 +424,12 @@ async def test_agents_mounted_under_prefixes_keep_their_tasks_apart(tmp_path: Pa
         assert other["error"]["code"] == -32001
         assert server.app.url_map  # route names carry the agent name
         endpoints = {rule.endpoint for rule in server.app.url_map.iter_rules()}
-        assert {"a2a.one.well-known", "a2a.one.card", "a2a.two.jsonrpc", "a2a.two.rest"} <= endpoints
+        assert {
+            "a2a.one.well-known",
+            "a2a.one.card",
+            "a2a.two.jsonrpc",
+            "a2a.two.rest",
+        } <= endpoints
         assert "a2a.two.well-known" not in endpoints
 
 
@@ -428,4 +437,6 @@ def test_a_second_claim_on_the_root_card_is_an_error(tmp_path: Path) -> None:
     app = A2AApp(database=tmp_path / "a2a.db")
     app.mount("/one", card=make_card(), executor=ScriptedExecutor(), name="one", well_known=True)
     with pytest.raises(ValueError, match="only one agent may own the root card"):
-        app.mount("/two", card=make_card(), executor=ScriptedExecutor(), name="two", well_known=True)
+        app.mount(
+            "/two", card=make_card(), executor=ScriptedExecutor(), name="two", well_known=True
+        )

@@ -31,7 +31,7 @@ async def test_an_idle_stream_sends_a_keepalive_comment_every_interval(
                 if len(chunks) == 3:
                     executor.gate.release.set()
         # The snapshot at once, keep-alives at 15 s and 30 s, then the live events.
-        assert chunks[0][0] == 0 and chunks[0][1].startswith(b"id: 2\ndata: {\"task\"")
+        assert chunks[0][0] == 0 and chunks[0][1].startswith(b'id: 2\ndata: {"task"')
         assert [c for t, c in chunks[1:3]] == [KEEPALIVE, KEEPALIVE]
         assert [round(t) for t, _ in chunks[1:3]] == [15, 30]
         assert chunks[-1][1].startswith(b"id: 4\n")

@@ -84,7 +84,7 @@ class A2AApp(QuartTrio):
 
     @property
     def store(self) -> TaskStore:
-        """The SQLite store, opened (and migrated) on first use."""
+        """The SQLite store; it connects (and migrates) at start-up or first use."""
         if self._store is None:
             self._store = TaskStore(self._database, secret_key=self._secret_key)
         return self._store
@@ -196,6 +196,7 @@ class A2AApp(QuartTrio):
     # --- lifespan -------------------------------------------------------------------
 
     async def _start_hosts(self) -> None:
+        self.store.open()  # a bad path or a newer schema stops start-up here
         for mount in self.mounts.values():
             await self.nursery.start(mount.host.run)
 

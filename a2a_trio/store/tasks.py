@@ -88,21 +88,53 @@ class TaskStore:
         synchronous: Literal["OFF", "NORMAL", "FULL"] = "NORMAL",
     ) -> None:
         self.path = str(path)
-        self._conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=5.0
-        )
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(f"PRAGMA synchronous={synchronous}")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        self.db = sqlite_utils.Database(self._conn)
-        migrate(self.db)
-        if secret_key is None:
-            in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
-            secret_key = Fernet.generate_key() if in_memory else development_key(Path(self.path))
-        self._secrets = SecretBox(secret_key)
+        self._secret_key = secret_key
+        self._synchronous = synchronous
+        self._db: sqlite_utils.Database | None = None
+        self._secrets: SecretBox | None = None
+
+    def open(self) -> TaskStore:
+        """Connect and migrate (idempotent). Every other method opens on first use."""
+        if self._db is None:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=5.0
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            db = sqlite_utils.Database(conn)
+            migrate(db)
+            key = self._secret_key
+            if key is None:
+                in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
+                key = Fernet.generate_key() if in_memory else development_key(Path(self.path))
+            self._secrets = SecretBox(key)
+            self._db = db
+        return self
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """The sqlite-utils view of the database (for tools; the server uses the methods)."""
+        if self._db is None:
+            self.open()
+        assert self._db is not None
+        return self._db
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection = self.db.conn
+        return conn
+
+    @property
+    def _box(self) -> SecretBox:
+        if self._secrets is None:
+            self.open()
+        assert self._secrets is not None
+        return self._secrets
 
     def close(self) -> None:
-        self._conn.close()
+        if self._db is not None:
+            self._db.conn.close()
+            self._db = None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -257,9 +289,9 @@ class TaskStore:
                     config.id,
                     owner,
                     config.url,
-                    self._secrets.seal(config.token),
+                    self._box.seal(config.token),
                     auth.scheme if auth else None,
-                    self._secrets.seal(auth.credentials) if auth else None,
+                    self._box.seal(auth.credentials) if auth else None,
                     format_timestamp(utcnow()),
                 ),
             )
@@ -303,13 +335,13 @@ class TaskStore:
         authentication = None
         if scheme:
             authentication = AuthenticationInfo(
-                scheme=scheme, credentials=self._secrets.open(credentials)
+                scheme=scheme, credentials=self._box.open(credentials)
             )
         return TaskPushNotificationConfig(
             id=config_id,
             task_id=task_id,
             url=url,
-            token=self._secrets.open(token),
+            token=self._box.open(token),
             authentication=authentication,
         )
 

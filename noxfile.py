@@ -1,0 +1,33 @@
+"""Developer tasks: ``nox -s tests``, ``nox -s lint``, ``nox -s serve``."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["tests", "lint"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The whole test suite (pass pytest arguments after --)."""
+    session.install("-e", ".[dev]")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff (style and bugs) and mypy --strict."""
+    session.install("-e", ".[dev]")
+    session.run("ruff", "check", "a2a_trio", "tests", "examples", "noxfile.py")
+    session.run("ruff", "format", "--check", "a2a_trio", "tests", "examples", "noxfile.py")
+    session.run("mypy", "a2a_trio")
+
+
+@nox.session
+def serve(session: nox.Session) -> None:
+    """Serve ``a2a_trio:app`` (a2a.toml, or the echo agent) on http://127.0.0.1:8000."""
+    session.install("-e", ".")
+    bind = session.posargs[0] if session.posargs else "127.0.0.1:8000"
+    session.run("hypercorn", "--worker-class", "trio", "--bind", bind, "a2a_trio:app")

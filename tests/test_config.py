@@ -1,0 +1,91 @@
+"""a2a_trio:app is built from a2a.toml when there is one, else it is the echo agent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from a2a_trio.config import ConfigError, build_app, load_settings
+
+TWO_AGENTS = """
+[storage]
+path = "two.db"
+
+[[agents]]
+name = "echo"
+prefix = "/echo"
+executor = "a2a_trio.echo:EchoExecutor"
+card = "a2a_trio.echo:echo_card"
+
+[[agents]]
+name = "greeter"
+prefix = "/greeter"
+executor = "examples.multiturn_agent:GreeterExecutor"
+card = "examples.multiturn_agent:card"
+well_known = false
+"""
+
+
+def test_without_a_file_the_echo_agent_is_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("A2A_TRIO_CONFIG", raising=False)
+    app = build_app()
+    assert list(app.mounts) == ["default"]
+    assert app.mounts["default"].well_known
+
+
+def test_a2a_toml_in_the_working_directory_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a2a.toml").write_text(TWO_AGENTS)
+    app = build_app()
+    assert {name: m.prefix for name, m in app.mounts.items()} == {
+        "echo": "/echo",
+        "greeter": "/greeter",
+    }
+    assert app.mounts["echo"].well_known and not app.mounts["greeter"].well_known
+    assert app.store.path == "two.db"
+
+
+def test_the_database_environment_variable_overrides_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "conf.toml").write_text(TWO_AGENTS)
+    monkeypatch.setenv("A2A_TRIO_CONFIG", str(tmp_path / "conf.toml"))
+    monkeypatch.setenv("A2A_TRIO_DATABASE", str(tmp_path / "elsewhere.db"))
+    assert load_settings().storage.path == str(tmp_path / "elsewhere.db")
+
+
+def test_an_unknown_key_stops_start_up_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('[storage]\npath = "x.db"\ncolour = "blue"\n')
+    with pytest.raises(ConfigError, match=r"storage\.colour"):
+        load_settings(path)
+
+
+def test_a_wrong_type_stops_start_up_naming_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('[server]\nmax_body_bytes = "lots"\n')
+    with pytest.raises(ConfigError, match=r"server\.max_body_bytes"):
+        load_settings(path)
+
+
+def test_two_agents_claiming_the_root_card_stop_start_up(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(
+        TWO_AGENTS.replace("well_known = false", "well_known = true").replace(
+            'card = "a2a_trio.echo:echo_card"',
+            'card = "a2a_trio.echo:echo_card"\nwell_known = true',
+        )
+    )
+    with pytest.raises(ConfigError, match=r"agents\[1\].*only one agent may own the root card"):
+        build_app(load_settings(path))
+
+
+def test_a_missing_named_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "absent.toml")

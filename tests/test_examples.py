@@ -1,0 +1,48 @@
+"""The examples in examples/ run as documented."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from a2a_trio import A2AApp
+from examples.echo_agent import ShoutingEchoExecutor
+from examples.echo_agent import card as echo_card
+from examples.multiturn_agent import GreeterExecutor
+from examples.multiturn_agent import card as greeter_card
+
+from .conftest import live_server, user_message
+
+
+async def test_the_echo_example_shouts_back(tmp_path: Path) -> None:
+    def mount(app: A2AApp) -> None:
+        app.mount("/echo", card=echo_card, executor=ShoutingEchoExecutor(), name="echo")
+
+    async with live_server(tmp_path, mount) as server:
+        body = await server.jsonrpc("SendMessage", {"message": user_message("hi")}, prefix="/echo")
+        task = body["result"]["task"]
+        assert task["artifacts"][0]["parts"] == [{"text": "HI"}]
+
+
+async def test_the_multiturn_example_asks_then_greets(tmp_path: Path) -> None:
+    def mount(app: A2AApp) -> None:
+        app.mount("", card=greeter_card, executor=GreeterExecutor(), name="greeter")
+
+    async with live_server(tmp_path, mount) as server:
+        first = await server.rest("POST", "/message:send", json={"message": user_message("hi")})
+        task = first.json()["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert task["status"]["message"]["parts"] == [{"text": "Hello! What is your name?"}]
+        second = await server.rest(
+            "POST", "/message:send", json={"message": user_message("Ada", taskId=task["id"])}
+        )
+        done = second.json()["task"]
+        assert done["id"] == task["id"]
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert done["artifacts"][0]["parts"] == [{"text": "Nice to meet you, Ada!"}]
+
+
+def test_the_example_modules_build_their_apps() -> None:
+    from examples import echo_agent, multiturn_agent
+
+    assert set(echo_agent.app.mounts) == {"echo"}
+    assert set(multiturn_agent.app.mounts) == {"greeter"}
