@@ -184,7 +184,7 @@ async def test_cancel_ends_a_waiting_task_canceled(server: LiveServer, binding: 
     status, canceled = await b.call("CancelTask", {"id": asked["id"]})
     assert status == 0
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
-    status, error = await b.call("CancelTask", {"id": asked["id"]})
+    status, _ = await b.call("CancelTask", {"id": asked["id"]})
     assert status == (-32002 if binding == "jsonrpc" else 409)
 
 

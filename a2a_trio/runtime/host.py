@@ -271,6 +271,7 @@ class AgentHost:
         )
         if request.configuration and request.configuration.task_push_notification_config:
             self._require_push()
+            _check_webhook(request.configuration.task_push_notification_config)
         execution = _Execution(context, continuing=stored is not None)
         live = self._acquire(task_id, stored)
         try:
@@ -334,15 +335,17 @@ class AgentHost:
         except BaseException:
             self._release(live)
             raise
+        # The stream takes its own hold on the task when it is first read, so a
+        # stream that is never read holds nothing.
+        self._release(live)
         if execution.answer is not None:
-            self._release(live)
             return TaskEventStream.single(StreamResponse(message=execution.answer))
         initial: list[FeedItem] = []
         cursor = execution.start_seq
         if execution.continuing:
             assert execution.start_snapshot is not None
             initial.append((execution.start_seq, StreamResponse(task=execution.start_snapshot)))
-        return TaskEventStream(self, live, cursor, initial, execution=execution)
+        return TaskEventStream(self, live.task_id, cursor, initial, execution=execution)
 
     # --- execution ------------------------------------------------------------
 
@@ -742,13 +745,20 @@ class AgentHost:
                 f"Task {request.id} is {stored.state.value}; there is nothing left to subscribe to",
                 metadata={"taskId": request.id, "state": stored.state.value},
             )
-        live = self._acquire(request.id, stored)
         if last_event_id is not None:
-            return TaskEventStream(self, live, max(0, last_event_id), [], stop_on_interrupt=False)
-        snapshot = live.feed.snapshot or stored.task
-        cursor = live.feed.last_seq
+            return TaskEventStream(
+                self, request.id, max(0, last_event_id), [], stop_on_interrupt=False
+            )
+        live = self._live.get(request.id)
+        snapshot, cursor = stored.task, stored.last_seq
+        if live is not None and live.feed.snapshot is not None:
+            snapshot, cursor = live.feed.snapshot, live.feed.last_seq
         return TaskEventStream(
-            self, live, cursor, [(cursor, StreamResponse(task=snapshot))], stop_on_interrupt=False
+            self,
+            request.id,
+            cursor,
+            [(cursor, StreamResponse(task=snapshot))],
+            stop_on_interrupt=False,
         )
 
     # --- push notification configs ------------------------------------------------
@@ -766,8 +776,7 @@ class AgentHost:
     def _save_push_config(
         self, task_id: str, caller: Principal, config: TaskPushNotificationConfig
     ) -> TaskPushNotificationConfig:
-        if not config.url.lower().startswith(("http://", "https://")):
-            raise InvalidParamsError("url: a webhook URL must be http or https")
+        _check_webhook(config)
         config = config.model_copy(
             update={"task_id": task_id, "id": config.id or str(uuid.uuid4()), "tenant": None}
         )
@@ -817,6 +826,11 @@ class AgentHost:
         )
 
 
+def _check_webhook(config: TaskPushNotificationConfig) -> None:
+    if not config.url.lower().startswith(("http://", "https://")):
+        raise InvalidParamsError("url: a webhook URL must be http or https")
+
+
 def event_task_id(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> str:
     return event.id if isinstance(event, Task) else event.task_id
 
@@ -846,7 +860,7 @@ class TaskEventStream:
     def __init__(
         self,
         host: AgentHost | None,
-        live: _LiveTask | None,
+        task_id: str,
         cursor: int,
         initial: list[FeedItem],
         *,
@@ -854,7 +868,9 @@ class TaskEventStream:
         stop_on_interrupt: bool = True,
     ) -> None:
         self._host = host
-        self._live = live
+        self._task_id = task_id
+        # Taken on the first receive and let go at the end or on close.
+        self._live: _LiveTask | None = None
         self._cursor = cursor
         # Events at or before the origin (the opening snapshot) never end the stream.
         self._origin = cursor
@@ -867,7 +883,7 @@ class TaskEventStream:
     @classmethod
     def single(cls, response: StreamResponse) -> TaskEventStream:
         """A stream of exactly one event (a direct Message answer)."""
-        stream = cls(None, None, 0, [])
+        stream = cls(None, "", 0, [])
         stream._pending.append((None, response))
         stream._finished = True
         return stream
@@ -880,10 +896,14 @@ class TaskEventStream:
                 if seq is None or seq > self._origin:
                     self._note_end(response)
                 return seq, response
-            if self._finished or self._live is None:
+            if self._finished or self._host is None:
                 self.close()
                 raise trio.EndOfChannel
-            feed = self._live.feed
+            live = self._hold(self._host)
+            if live is None:  # the task is gone (pruned)
+                self._finished = True
+                continue
+            feed = live.feed
             wakeup = feed.wakeup
             items = feed.after(self._cursor)
             if items is None:
@@ -891,7 +911,7 @@ class TaskEventStream:
                 items = [
                     (event.seq, StreamResponse.model_validate_json(event.payload))
                     for event in self._host.store.events_after(
-                        self._host.name, self._live.task_id, self._cursor
+                        self._host.name, self._task_id, self._cursor
                     )
                 ]
             if items:
@@ -915,12 +935,23 @@ class TaskEventStream:
             self._finished = True
             self._pending.clear()
 
+    def _hold(self, host: AgentHost) -> _LiveTask | None:
+        if self._live is None:
+            stored = None
+            if self._task_id not in host._live:
+                stored = host.store.get_task(host.name, self._task_id, owner=None)
+                if stored is None:
+                    return None
+            self._live = host._acquire(self._task_id, stored)
+        return self._live
+
     def close(self) -> None:
         """Let go of the task (idempotent)."""
         if not self._closed:
             self._closed = True
             if self._host is not None and self._live is not None:
                 self._host._release(self._live)
+                self._live = None
 
     def __aiter__(self) -> AsyncIterator[tuple[int | None, StreamResponse]]:
         return self
