@@ -63,7 +63,8 @@ def format_timestamp(value: datetime) -> str:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     value = value.astimezone(UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    stamp = f"{value.year:04d}" + value.strftime("-%m-%dT%H:%M:%S.")
+    return stamp + f"{value.microsecond // 1000:03d}Z"
 
 
 def parse_timestamp(value: Any) -> datetime:

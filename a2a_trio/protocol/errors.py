@@ -143,7 +143,7 @@ class InternalError(A2AError):
 class MethodNotAllowedError(A2AError):
     """The route exists but not for this HTTP method (HTTP+JSON only)."""
 
-    spec = ErrorSpec(-32601, 405, "NOT_FOUND", "METHOD_NOT_ALLOWED", "Method not allowed")
+    spec = ErrorSpec(-32601, 405, "UNIMPLEMENTED", "METHOD_NOT_ALLOWED", "Method not allowed")
 
     def __init__(self, message: str | None = None, *, allowed: list[str] | None = None) -> None:
         super().__init__(message)

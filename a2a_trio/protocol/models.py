@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from ._base import Base64Bytes, ProtoEnum, ProtoModel, Timestamp
 
@@ -146,6 +152,15 @@ class Part(ProtoModel):
                 f"a part must have exactly one of text, raw, url or data (found: {found})"
             )
         return self
+
+    @model_serializer(mode="wrap")
+    def _keep_null_data(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # JSON null is a valid google.protobuf.Value: a data part holding it
+        # keeps its "data" key when unset fields are left out.
+        result = handler(self)
+        if self.data is None and "data" in self.model_fields_set and isinstance(result, dict):
+            result["data"] = None
+        return result
 
 
 class Message(ProtoModel):
@@ -324,11 +339,20 @@ class DeviceCodeOAuthFlow(ProtoModel):
 
 
 class OAuthFlows(ProtoModel):
+    """A oneof: exactly one flow is described."""
+
     authorization_code: AuthorizationCodeOAuthFlow | None = None
     client_credentials: ClientCredentialsOAuthFlow | None = None
     implicit: ImplicitOAuthFlow | None = None
     password: PasswordOAuthFlow | None = None
     device_code: DeviceCodeOAuthFlow | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one_flow(self) -> OAuthFlows:
+        present = [name for name, value in self if value is not None]
+        if len(present) != 1:
+            raise ValueError("OAuth flows must describe exactly one flow")
+        return self
 
 
 class OAuth2SecurityScheme(ProtoModel):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic.alias_generators import to_camel
 
 from .errors import (
     InvalidParamsError,
@@ -250,5 +251,8 @@ def parse_rest(
         params.update(document)
     else:
         params.update({key: value for key, value in query.items() if key != "A2A-Version"})
-    params.update(path_params)
+    for name, value in path_params.items():
+        # The path names the resource: a body or query spelling of it must not override it.
+        params.pop(to_camel(name), None)
+        params[name] = value
     return validate_params(operation, params)

@@ -69,7 +69,7 @@ def check_executor_move(
         raise IllegalTransition(current, requested, "the task is in a final state")
     if requested is S.UNSPECIFIED:
         raise IllegalTransition(current, requested, "UNSPECIFIED is not a state")
-    if requested not in EXECUTOR_MOVES[current]:
+    if requested not in EXECUTOR_MOVES.get(current, frozenset()):
         raise IllegalTransition(current, requested, "not a transition of the task lifecycle")
     if current is not None and current.is_interrupted and not may_resume:
         raise IllegalTransition(

@@ -14,9 +14,13 @@ __all__ = ["add_to_history", "apply_artifact", "apply_status", "view_task"]
 
 
 def add_to_history(task: Task, message: Message) -> Task:
-    """The task with ``message`` appended to its history (once per messageId)."""
+    """The task with ``message`` appended to its history.
+
+    Clients may reuse a messageId for different messages, so only a message
+    equal in every field to one already there is left out.
+    """
     history = list(task.history or [])
-    if any(existing.message_id == message.message_id for existing in history):
+    if message in history:
         return task
     history.append(message)
     return task.model_copy(update={"history": history})

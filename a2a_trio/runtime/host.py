@@ -535,9 +535,7 @@ class AgentHost:
         if status.timestamp is None:
             status = status.model_copy(update={"timestamp": utcnow()})
         history = [context.message] if context.message else []
-        history += [
-            m for m in task.history or [] if not history or m.message_id != history[0].message_id
-        ]
+        history += [m for m in task.history or [] if m not in history]
         task = task.model_copy(
             update={"context_id": context.context_id, "status": status, "history": history or None}
         )

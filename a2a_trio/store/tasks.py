@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -74,7 +74,10 @@ class TaskPage:
 def _order_key(moment: datetime) -> str:
     # Fixed width and UTC, so text order is time order; microseconds break ties
     # that the millisecond wire format would leave.
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    moment = moment.astimezone(UTC)
+    return f"{moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S.%fZ")
 
 
 class TaskStore:
@@ -102,7 +105,11 @@ class TaskStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             db = sqlite_utils.Database(conn)
-            migrate(db)
+            try:
+                migrate(db)
+            except BaseException:
+                conn.close()
+                raise
             key = self._secret_key
             if key is None:
                 in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
@@ -354,9 +361,14 @@ def _encode_page_token(updated_at: str, task_id: str) -> str:
 def _decode_page_token(token: str) -> tuple[str, str]:
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        updated_at, task_id = json.loads(raw)
-        if not isinstance(updated_at, str) or not isinstance(task_id, str):
+        decoded = json.loads(raw)
+        if not (
+            isinstance(decoded, list)
+            and len(decoded) == 2
+            and all(isinstance(item, str) for item in decoded)
+        ):
             raise ValueError
+        updated_at, task_id = decoded
     except (ValueError, TypeError, binascii.Error):
         raise InvalidParamsError(
             "pageToken: not a token this server issued", metadata={"field": "pageToken"}
