@@ -8,8 +8,6 @@ app described by ``a2a.toml`` (or the bundled echo agent), built on first use.
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import protocol
 from .protocol import (
     A2AError,
@@ -35,7 +33,7 @@ from .runtime import (
     TaskUpdater,
     new_agent_message,
 )
-from .server import A2AApp, ServerSettings
+from .server import A2AApp, LazyApp, ServerSettings
 from .store import TaskStore
 
 __version__ = "0.1.0"
@@ -69,28 +67,12 @@ __all__ = [
 ]
 
 
-class _ConfiguredApp:
-    """``a2a_trio:app``: the app of ``a2a.toml`` (or the echo agent), built on first use.
+def _configured_app() -> A2AApp:
+    from .config import build_app
 
-    Importing the package never reads configuration or opens a database; the
-    first ASGI call (hypercorn's lifespan startup) or attribute access does.
-    """
-
-    def __init__(self) -> None:
-        self._app: A2AApp | None = None
-
-    def _build(self) -> A2AApp:
-        if self._app is None:
-            from .config import build_app
-
-            self._app = build_app()
-        return self._app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self._build()(scope, receive, send)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._build(), name)
+    return build_app()
 
 
-app = _ConfiguredApp()
+#: The app of ``a2a.toml`` (or the bundled echo agent), built on first use:
+#: importing the package never reads configuration or opens a database.
+app = LazyApp(_configured_app)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .app import A2AApp
+from .app import A2AApp, LazyApp
 from .bindings import ServerSettings
 from .mount import AgentMount, Authenticator
 
-__all__ = ["A2AApp", "AgentMount", "Authenticator", "ServerSettings"]
+__all__ = ["A2AApp", "AgentMount", "Authenticator", "LazyApp", "ServerSettings"]

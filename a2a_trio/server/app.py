@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
 from .cards import CardSource, ServedCard, import_object, resolve_card
 from .mount import AgentMount, Authenticator, anonymous
 
-__all__ = ["A2AApp"]
+__all__ = ["A2AApp", "LazyApp"]
 
 WELL_KNOWN_PATH = "/.well-known/agent-card.json"
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -223,3 +224,26 @@ class A2AApp(QuartTrio):
     def card_for(self, name: str, base: str) -> AgentCard:
         """The card of agent ``name`` exactly as served at ``base``."""
         return self.mounts[name].card.complete(base)
+
+
+class LazyApp:
+    """An ASGI app built by ``factory`` on first use (first call or attribute).
+
+    Module-level apps served by ``hypercorn module:app`` use it so that
+    importing the module reads no configuration and opens no database.
+    """
+
+    def __init__(self, factory: Callable[[], A2AApp]) -> None:
+        self._factory = factory
+        self._app: A2AApp | None = None
+
+    def build(self) -> A2AApp:
+        if self._app is None:
+            self._app = self._factory()
+        return self._app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.build()(scope, receive, send)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.build(), name)
