@@ -19,6 +19,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..protocol import (
     A2AError,
+    Call,
     ContentTypeNotSupportedError,
     InternalError,
     InvalidParamsError,
@@ -33,7 +34,7 @@ from ..protocol import (
 from ..protocol.operations import resolve_method
 from ..protocol.sse import KEEPALIVE, format_event
 from ..runtime import TaskEventStream
-from .mount import AgentMount
+from .mount import AgentMount, Outcome
 
 __all__ = ["ServerSettings", "handle_jsonrpc", "handle_rest"]
 
@@ -143,6 +144,20 @@ def _event_stream(
     )
 
 
+async def _perform(
+    request: Request, mount: AgentMount, settings: ServerSettings, call: Call
+) -> Outcome:
+    """Authenticate the caller and run the operation: the part both bindings share."""
+    caller = await mount.authenticate(request)
+    return await mount.dispatch(
+        call,
+        caller,
+        extensions=_extensions(request),
+        last_event_id=_last_event_id(request),
+        base_url=base_url(request, settings),
+    )
+
+
 # --- JSON-RPC -----------------------------------------------------------------
 
 
@@ -175,15 +190,7 @@ async def handle_jsonrpc(request: Request, mount: AgentMount, settings: ServerSe
         envelope = parse_jsonrpc(await _read_body(request, settings.max_body_bytes))
         request_id = envelope.id
         negotiate_version(_version(request))
-        caller = await mount.authenticate(request)
-        call = resolve_method(envelope)
-        outcome = await mount.dispatch(
-            call,
-            caller,
-            extensions=_extensions(request),
-            last_event_id=_last_event_id(request),
-            base_url=base_url(request, settings),
-        )
+        outcome = await _perform(request, mount, settings, resolve_method(envelope))
     except A2AError as error:
         return _jsonrpc_error(getattr(error, "request_id", request_id), error)
     except Exception:
@@ -223,15 +230,8 @@ async def handle_rest(
                     f"Request bodies must be sent as {JSON_CONTENT_TYPE}, "
                     f"not {declared or 'an undeclared type'}"
                 )
-        caller = await mount.authenticate(request)
         call = parse_rest(request.method, path, request.args.to_dict(), body)
-        outcome = await mount.dispatch(
-            call,
-            caller,
-            extensions=_extensions(request),
-            last_event_id=_last_event_id(request),
-            base_url=base_url(request, settings),
-        )
+        outcome = await _perform(request, mount, settings, call)
     except A2AError as error:
         return _rest_error(error)
     except Exception:
