@@ -31,3 +31,10 @@ def serve(session: nox.Session) -> None:
     session.install("-e", ".")
     bind = session.posargs[0] if session.posargs else "127.0.0.1:8000"
     session.run("hypercorn", "--worker-class", "trio", "--bind", bind, "a2a_trio:app")
+
+
+@nox.session
+def tck(session: nox.Session) -> None:
+    """The official conformance kit: nox -s tck -- --tck-dir ../a2a-tck [options]."""
+    session.install("-e", ".")
+    session.run("a2a-trio", "tck", *session.posargs)

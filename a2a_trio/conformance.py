@@ -9,7 +9,8 @@ Serve it with ``hypercorn --worker-class trio 'a2a_trio.conformance:app'`` or
 let ``a2a-trio tck`` start it. Three card profiles exist: ``default``
 (streaming, push notifications and the extended card), ``required-extension``
 (declares ``urn:a2a:tck:required-extension`` as required, for CORE-CAP-004)
-and ``no-streaming`` (``streaming: false``, for CORE-CAP-002).
+and ``no-streaming`` (``streaming: false``, and neither push notifications
+nor the extended card, so CORE-CAP-001, -002 and -003 run).
 """
 
 from __future__ import annotations
@@ -182,8 +183,8 @@ def conformance_card(profile: Profile = "default") -> AgentCard:
         provider=AgentProvider(organization="a2a-trio", url="https://github.com/a2a-trio"),
         capabilities=AgentCapabilities(
             streaming=profile != "no-streaming",
-            push_notifications=True,
-            extended_agent_card=True,
+            push_notifications=profile != "no-streaming",
+            extended_agent_card=profile != "no-streaming",
             extensions=extensions,
         ),
         default_input_modes=["text/plain", "application/json"],
