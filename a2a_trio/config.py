@@ -11,10 +11,11 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .push import PushSettings
 from .runtime import HostSettings
 from .server import A2AApp, ServerSettings
 
@@ -51,6 +52,18 @@ class ServerSection(_Section):
     card_max_age: int = Field(default=300, ge=0)
 
 
+class PushSection(_Section):
+    enabled: bool = True
+    queue: bool = True
+    max_attempts: int = Field(default=3, ge=1)
+    backoff: float = Field(default=0.5, ge=0)
+    timeout: float = Field(default=5.0, gt=0)
+    max_wait: float = Field(default=30.0, ge=0)
+    allowed_hosts: list[str] = Field(default_factory=list)
+    screening: bool = True
+    concurrency: int = Field(default=16, ge=1)
+
+
 class AgentSettings(_Section):
     name: str = "default"
     prefix: str = ""
@@ -61,9 +74,12 @@ class AgentSettings(_Section):
 
 
 class Settings(_Section):
+    #: ``production`` refuses to start without ``storage.secret_key``.
+    mode: Literal["development", "production"] = "development"
     storage: StorageSettings = Field(default_factory=StorageSettings)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
     server: ServerSection = Field(default_factory=ServerSection)
+    push: PushSection = Field(default_factory=PushSection)
     agents: list[AgentSettings] = Field(default_factory=list)
 
 
@@ -100,11 +116,20 @@ def load_settings(path: str | Path | None = None) -> Settings:
 def build_app(settings: Settings | None = None) -> A2AApp:
     """The app the settings describe; the echo agent when they name none."""
     settings = settings or load_settings()
+    if settings.mode == "production" and not settings.storage.secret_key:
+        raise ConfigError(
+            "storage.secret_key: required in production mode (it encrypts webhook "
+            "secrets at rest); make one with: python -c 'from cryptography.fernet "
+            "import Fernet; print(Fernet.generate_key().decode())'"
+        )
+    push = settings.push.model_dump()
+    push["allowed_hosts"] = tuple(push["allowed_hosts"])
     app = A2AApp(
         database=settings.storage.path,
         secret_key=settings.storage.secret_key,
         settings=ServerSettings(**settings.server.model_dump()),
         host_settings=HostSettings(**settings.runtime.model_dump()),
+        push_settings=PushSettings(**push),
     )
     if not settings.agents:
         from .echo import EchoExecutor, echo_card

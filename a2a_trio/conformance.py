@@ -31,6 +31,7 @@ from .protocol import (
     AgentSkill,
     Part,
 )
+from .push import PushSettings
 from .runtime import AgentExecutor, EventQueue, RequestContext, TaskUpdater, new_agent_message
 from .server import A2AApp, LazyApp
 
@@ -217,9 +218,14 @@ def extended_conformance_card(profile: Profile = "default") -> AgentCard:
     )
 
 
+#: The kit's webhook receiver listens on the loopback interface and its config
+#: CRUD tests name https://example.com/...; screening stays on for every other host.
+KIT_WEBHOOK_HOSTS = ("localhost", "127.0.0.1", "example.com")
+
+
 def conformance_app(database: str | Path = "tck.db", profile: Profile = "default") -> A2AApp:
     """An app serving the conformance agent at the root (the kit fetches the root card)."""
-    app = A2AApp(database=database)
+    app = A2AApp(database=database, push_settings=PushSettings(allowed_hosts=KIT_WEBHOOK_HOSTS))
     app.mount(
         "",
         card=conformance_card(profile),

@@ -12,6 +12,7 @@ import trio
 
 from a2a_trio import A2AApp
 from a2a_trio.protocol import AgentCapabilities, AgentExtension
+from a2a_trio.push import PushSettings
 
 from .agents import ScriptedExecutor
 from .conftest import LiveServer, live_server, make_card, user_message
@@ -33,7 +34,9 @@ async def server(tmp_path: Path) -> AsyncIterator[LiveServer]:
             extended_card=make_card(name="Test Agent (extended)"),
         )
 
-    async with live_server(tmp_path, mount) as live:
+    # Webhook URLs name example.com, which does not resolve here: allow-list it.
+    settings = PushSettings(allowed_hosts=("example.com",))
+    async with live_server(tmp_path, mount, push_settings=settings) as live:
         yield live
 
 

@@ -66,7 +66,7 @@ def make_task(
 def create(store: TaskStore, task: Task, *, owner: str = ALICE, agent: str = AGENT) -> int:
     return store.create_task(
         agent, owner, task, kind="task", payload=StreamResponse(task=task).to_json()
-    )
+    ).seq
 
 
 def moved(task: Task, state: TaskState, at: datetime) -> Task:
@@ -79,7 +79,7 @@ def append_status(store: TaskStore, task: Task) -> int:
     )
     return store.append(
         AGENT, task, kind="status", payload=StreamResponse(status_update=event).to_json()
-    )
+    ).seq
 
 
 def ids(tasks: list[Task]) -> list[str]:

@@ -54,6 +54,7 @@ from ..protocol import (
     utcnow,
 )
 from ..protocol.tasks import add_to_history, apply_artifact, apply_status, view_task
+from ..push import PushDispatcher, WebhookRefused
 from ..store import StoredTask, TaskStore
 from .executor import (
     AgentEvent,
@@ -125,6 +126,8 @@ class _LiveTask:
     lock: trio.Lock = field(default_factory=trio.Lock)
     execution: _Execution | None = None
     users: int = 0
+    #: Direct push mode: notifications were queued and are not delivered yet.
+    push_due: bool = False
 
 
 class AgentHost:
@@ -138,13 +141,15 @@ class AgentHost:
         store: TaskStore,
         streaming: bool = True,
         push_notifications: bool = False,
+        push: PushDispatcher | None = None,
         settings: HostSettings | None = None,
     ) -> None:
         self.name = name
         self.executor = executor
         self.store = store
         self.streaming = streaming
-        self.push_notifications = push_notifications
+        self.push_notifications = push_notifications and push is not None
+        self.push = push
         self.settings = settings or HostSettings()
         self._live: dict[str, _LiveTask] = {}
         self._executions: set[_Execution] = set()
@@ -235,7 +240,7 @@ class AgentHost:
 
     # --- SendMessage ------------------------------------------------------------
 
-    def _begin(
+    async def _begin(
         self, request: SendMessageRequest, caller: Principal, extensions: frozenset[str]
     ) -> tuple[_LiveTask, _Execution]:
         message = request.message
@@ -270,8 +275,7 @@ class AgentHost:
             requested_extensions=extensions,
         )
         if request.configuration and request.configuration.task_push_notification_config:
-            self._require_push()
-            _check_webhook(request.configuration.task_push_notification_config)
+            await self._screen_webhook(request.configuration.task_push_notification_config)
         execution = _Execution(context, continuing=stored is not None)
         live = self._acquire(task_id, stored)
         try:
@@ -294,7 +298,7 @@ class AgentHost:
         Blocking (the default) waits for a final or interrupted state, or for
         the execution to end; ``returnImmediately`` answers once the task exists.
         """
-        live, execution = self._begin(request, caller, extensions)
+        live, execution = await self._begin(request, caller, extensions)
         try:
             await execution.first.wait()
             if execution.error is not None:
@@ -327,7 +331,7 @@ class AgentHost:
         any event, so bindings can answer them as plain errors.
         """
         self._require_streaming()
-        live, execution = self._begin(request, caller, extensions)
+        live, execution = await self._begin(request, caller, extensions)
         try:
             await execution.first.wait()
             if execution.error is not None:
@@ -434,6 +438,7 @@ class AgentHost:
                 self._end_if_open(
                     live, TaskState.FAILED, "The agent stopped without finishing the task."
                 )
+        await self._deliver_direct(live)
 
     async def _record_all(
         self,
@@ -449,6 +454,7 @@ class AgentHost:
                     log.warning(
                         "agent %s: event for task %s refused: %s", self.name, live.task_id, refusal
                     )
+                await self._deliver_direct(live)
 
     # --- the recorder -----------------------------------------------------------
 
@@ -540,15 +546,21 @@ class AgentHost:
             update={"context_id": context.context_id, "status": status, "history": history or None}
         )
         response = StreamResponse(task=task)
-        seq = self.store.create_task(
-            self.name, context.caller.identifier, task, kind="task", payload=response.to_json()
-        )
-        live.feed.publish(seq, task, response)
         configuration = context.configuration
-        if configuration and configuration.task_push_notification_config:
-            self._save_push_config(
-                task.id, context.caller, configuration.task_push_notification_config
-            )
+        config = configuration.task_push_notification_config if configuration else None
+        if config is not None:
+            config = _bound_config(config, task.id)
+        written = self.store.create_task(
+            self.name,
+            context.caller.identifier,
+            task,
+            kind="task",
+            payload=response.to_json(),
+            push_config=config,
+            push=self.push_notifications,
+        )
+        live.feed.publish(written.seq, task, response)
+        self._queued(live, written.queued)
         execution.settle_first()
 
     def _record_status(
@@ -590,8 +602,24 @@ class AgentHost:
         payload: str,
         response: StreamResponse | None,
     ) -> None:
-        seq = self.store.append(self.name, snapshot, kind=kind, payload=payload)
-        live.feed.publish(seq, snapshot, response)
+        written = self.store.append(
+            self.name, snapshot, kind=kind, payload=payload, push=self.push_notifications
+        )
+        live.feed.publish(written.seq, snapshot, response)
+        self._queued(live, written.queued)
+
+    def _queued(self, live: _LiveTask, notifications: int) -> None:
+        if notifications and self.push is not None:
+            if self.push.settings.queue:
+                self.push.notify()
+            else:
+                live.push_due = True
+
+    async def _deliver_direct(self, live: _LiveTask) -> None:
+        """Direct push mode: deliver what the last events queued before going on."""
+        if live.push_due and self.push is not None:
+            live.push_due = False
+            await self.push.flush(self.name, live.task_id)
 
     def _end(self, live: _LiveTask, state: TaskState, reason: str) -> None:
         """Host-imposed ending (CANCELED or FAILED) with the reason as status message."""
@@ -677,6 +705,7 @@ class AgentHost:
                                 "cancel of agent %s raised on task %s", self.name, live.task_id
                             )
             self._end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
+            await self._deliver_direct(live)
             done.set()
             if running is not None:
                 with trio.move_on_after(self.settings.cancel_grace):
@@ -771,24 +800,28 @@ class AgentHost:
         if not self.streaming:
             raise UnsupportedOperationError("This agent does not support streaming")
 
-    def _save_push_config(
-        self, task_id: str, caller: Principal, config: TaskPushNotificationConfig
-    ) -> TaskPushNotificationConfig:
-        _check_webhook(config)
-        config = config.model_copy(
-            update={"task_id": task_id, "id": config.id or str(uuid.uuid4()), "tenant": None}
-        )
-        self.store.save_push_config(self.name, caller.identifier, config)
-        return config
+    async def _screen_webhook(self, config: TaskPushNotificationConfig) -> None:
+        """Refuse a webhook URL that fails address screening (spec 13.2)."""
+        self._require_push()
+        assert self.push is not None
+        try:
+            await self.push.screen.screen(config.url)
+        except WebhookRefused as refusal:
+            raise InvalidParamsError(
+                f"url: webhook refused: {refusal.reason}", metadata={"field": "url"}
+            ) from None
 
-    def create_push_config(
+    async def create_push_config(
         self, request: TaskPushNotificationConfig, caller: Principal
     ) -> TaskPushNotificationConfig:
         self._require_push()
         if not request.task_id:
             raise InvalidParamsError("taskId: required")
         self._owned(request.task_id, caller)
-        return self._save_push_config(request.task_id, caller, request)
+        await self._screen_webhook(request)
+        config = _bound_config(request, request.task_id)
+        self.store.save_push_config(self.name, caller.identifier, config)
+        return config
 
     def get_push_config(
         self, request: GetTaskPushNotificationConfigRequest, caller: Principal
@@ -824,9 +857,11 @@ class AgentHost:
         )
 
 
-def _check_webhook(config: TaskPushNotificationConfig) -> None:
-    if not config.url.lower().startswith(("http://", "https://")):
-        raise InvalidParamsError("url: a webhook URL must be http or https")
+def _bound_config(config: TaskPushNotificationConfig, task_id: str) -> TaskPushNotificationConfig:
+    """The config as stored: bound to its task, with an id (the client's, or a new one)."""
+    return config.model_copy(
+        update={"task_id": task_id, "id": config.id or str(uuid.uuid4()), "tenant": None}
+    )
 
 
 def event_task_id(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> str:

@@ -14,6 +14,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from ..protocol import AgentCard, MethodNotAllowedError
+from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
 from ..store import TaskStore
 from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
@@ -67,10 +68,12 @@ class A2AApp(QuartTrio):
         secret_key: str | bytes | None = None,
         settings: ServerSettings | None = None,
         host_settings: HostSettings | None = None,
+        push_settings: PushSettings | None = None,
     ) -> None:
         super().__init__(import_name)
         self.a2a_settings = settings or ServerSettings()
         self.host_settings = host_settings or HostSettings()
+        self.push_settings = push_settings or PushSettings()
         self.config["RESPONSE_TIMEOUT"] = None  # streams live as long as their task
         self.config["MAX_CONTENT_LENGTH"] = self.a2a_settings.max_body_bytes
         self._database = database
@@ -79,6 +82,10 @@ class A2AApp(QuartTrio):
         self._owns_store = store is None
         self.mounts: dict[str, AgentMount] = {}
         self._root_card_owner: AgentMount | None = None
+        #: Delivers every agent's webhooks from the outbox (see a2a_trio.push).
+        self.push = PushDispatcher(self.store, self.push_settings)
+        self._push_scope: trio.CancelScope | None = None
+        self._push_stopped = trio.Event()
         self.before_serving(self._start_hosts)
         self.after_serving(self._stop_hosts)
         self.register_error_handler(HTTPException, self._http_error)
@@ -102,7 +109,6 @@ class A2AApp(QuartTrio):
         well_known: bool | None = None,
         extended_card: CardSource | None = None,
         authenticate: Authenticator | None = None,
-        push_enabled: bool = True,
     ) -> AgentMount:
         """Serve an agent under ``prefix``.
 
@@ -132,7 +138,8 @@ class A2AApp(QuartTrio):
             executor=_resolve_executor(executor),
             store=self.store,
             streaming=bool(capabilities.streaming),
-            push_notifications=bool(capabilities.push_notifications) and push_enabled,
+            push_notifications=bool(capabilities.push_notifications) and self.push_settings.enabled,
+            push=self.push,
             settings=self.host_settings,
         )
         mount = AgentMount(
@@ -198,13 +205,26 @@ class A2AApp(QuartTrio):
 
     async def _start_hosts(self) -> None:
         self.store.open()  # a bad path or a newer schema stops start-up here
+        await self.nursery.start(self._run_push)
         for mount in self.mounts.values():
             await self.nursery.start(mount.host.run)
+
+    async def _run_push(self, *, task_status: trio.TaskStatus[None]) -> None:
+        try:
+            with trio.CancelScope() as self._push_scope:
+                await self.push.run(task_status=task_status)
+        finally:
+            self._push_stopped.set()
 
     async def _stop_hosts(self) -> None:
         async with trio.open_nursery() as nursery:
             for mount in self.mounts.values():
                 nursery.start_soon(mount.host.close)
+        # Hosts are done, so nothing new is queued; what is undelivered stays
+        # in the outbox for the next start.
+        if self._push_scope is not None:
+            self._push_scope.cancel()
+            await self._push_stopped.wait()
         if self._owns_store and self._store is not None:
             self._store.close()
             self._store = None

@@ -114,7 +114,7 @@ class AgentMount:
             case Operation.SUBSCRIBE_TO_TASK:
                 return host.subscribe(request, caller, last_event_id)
             case Operation.CREATE_PUSH_CONFIG:
-                return host.create_push_config(request, caller)
+                return await host.create_push_config(request, caller)
             case Operation.GET_PUSH_CONFIG:
                 return host.get_push_config(request, caller)
             case Operation.LIST_PUSH_CONFIGS:

@@ -3,6 +3,28 @@
 from __future__ import annotations
 
 from .secrets import SecretBox, SecretKeyError
-from .tasks import LoggedEvent, StoredTask, TaskPage, TaskStore
+from .tasks import (
+    Attempt,
+    Delivery,
+    Lane,
+    LoggedEvent,
+    Notification,
+    StoredTask,
+    TaskPage,
+    TaskStore,
+    Written,
+)
 
-__all__ = ["LoggedEvent", "SecretBox", "SecretKeyError", "StoredTask", "TaskPage", "TaskStore"]
+__all__ = [
+    "Attempt",
+    "Delivery",
+    "Lane",
+    "LoggedEvent",
+    "Notification",
+    "SecretBox",
+    "SecretKeyError",
+    "StoredTask",
+    "TaskPage",
+    "TaskStore",
+    "Written",
+]

@@ -66,7 +66,48 @@ def _v1(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+def _v2(db: sqlite_utils.Database) -> None:
+    # The push outbox: one row per (event, webhook config), written in the same
+    # transaction as the event. A lane (agent, task, config) is delivered in id order.
+    db.execute(
+        """
+        CREATE TABLE IF NOT EXISTS push_outbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            notification_id TEXT NOT NULL UNIQUE,
+            agent TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            config_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            payload TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending',
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL DEFAULT 0,
+            last_error TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )
+        """
+    )
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS push_outbox_lanes"
+        " ON push_outbox (state, agent, task_id, config_id, id)"
+    )
+    db.execute(
+        """
+        CREATE TABLE IF NOT EXISTS push_attempts (
+            outbox_id INTEGER NOT NULL,
+            attempt INTEGER NOT NULL,
+            at TEXT NOT NULL,
+            status INTEGER,
+            error TEXT,
+            duration_ms REAL NOT NULL,
+            PRIMARY KEY (outbox_id, attempt)
+        ) WITHOUT ROWID
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

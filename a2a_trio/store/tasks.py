@@ -15,7 +15,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -28,14 +28,24 @@ from ..protocol import (
     Task,
     TaskPushNotificationConfig,
     TaskState,
-    format_timestamp,
     utcnow,
 )
 from ..protocol.models import AuthenticationInfo
 from .schema import migrate
 from .secrets import SecretBox, development_key
 
-__all__ = ["EventKind", "LoggedEvent", "StoredTask", "TaskPage", "TaskStore"]
+__all__ = [
+    "Attempt",
+    "Delivery",
+    "EventKind",
+    "Lane",
+    "LoggedEvent",
+    "Notification",
+    "StoredTask",
+    "TaskPage",
+    "TaskStore",
+    "Written",
+]
 
 #: ``task``, ``status`` and ``artifact`` rows hold a StreamResponse that
 #: subscribers see; ``message`` rows hold a Message added to the history.
@@ -55,6 +65,62 @@ class StoredTask:
     @property
     def state(self) -> TaskState:
         return self.task.status.state
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """Notifications for one webhook config of one task: delivered strictly in order."""
+
+    agent: str
+    task_id: str
+    config_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One queued update for one webhook: the task's event as a StreamResponse."""
+
+    lane: Lane
+    id: int
+    notification_id: str
+    seq: int
+    payload: str
+    attempts: int
+    next_attempt_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    number: int
+    at: str
+    status: int | None
+    error: str | None
+    duration_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A notification's history: its state (pending, delivered, failed) and attempts."""
+
+    id: int
+    notification_id: str
+    agent: str
+    task_id: str
+    config_id: str
+    seq: int
+    state: str
+    attempts_made: int
+    last_error: str | None
+    created_at: str
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What one write committed: the event's sequence and the notifications queued."""
+
+    seq: int
+    queued: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,9 +222,21 @@ class TaskStore:
     # --- tasks and events ---------------------------------------------------
 
     def create_task(
-        self, agent: str, owner: str, task: Task, *, kind: EventKind, payload: str
-    ) -> int:
-        """Insert a new task and its first log event; returns the event's seq (1)."""
+        self,
+        agent: str,
+        owner: str,
+        task: Task,
+        *,
+        kind: EventKind,
+        payload: str,
+        push_config: TaskPushNotificationConfig | None = None,
+        push: bool = False,
+    ) -> Written:
+        """Insert a new task and its first log event (seq 1), atomically.
+
+        ``push_config`` (registered with the message) is saved in the same
+        transaction, so the task's first event is already queued for it.
+        """
         now = _order_key(utcnow())
         updated = _order_key(task.status.timestamp) if task.status.timestamp else now
         with self._transaction() as conn:
@@ -181,13 +259,19 @@ class TaskStore:
                 " VALUES (?, ?, 1, ?, ?, ?)",
                 (agent, task.id, kind, payload, now),
             )
-        return 1
+            if push_config is not None:
+                self._insert_push_config(conn, agent, owner, push_config)
+            queued = self._queue(conn, agent, task.id, 1, kind, payload, now) if push else 0
+        return Written(1, queued)
 
-    def append(self, agent: str, snapshot: Task, *, kind: EventKind, payload: str) -> int:
+    def append(
+        self, agent: str, snapshot: Task, *, kind: EventKind, payload: str, push: bool = False
+    ) -> Written:
         """Append one event and store the task it produced, atomically.
 
-        Returns the event's sequence number. The row is committed when this
-        returns: only then may anyone see the event.
+        With ``push``, the event is queued in the outbox for every webhook
+        config of the task in the same transaction. Everything is committed
+        when this returns: only then may anyone see the event.
         """
         now = _order_key(utcnow())
         updated = _order_key(snapshot.status.timestamp) if snapshot.status.timestamp else now
@@ -205,7 +289,28 @@ class TaskStore:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (agent, snapshot.id, seq, kind, payload, now),
             )
-        return seq
+            queued = self._queue(conn, agent, snapshot.id, seq, kind, payload, now) if push else 0
+        return Written(seq, queued)
+
+    def _queue(
+        self,
+        conn: sqlite3.Connection,
+        agent: str,
+        task_id: str,
+        seq: int,
+        kind: EventKind,
+        payload: str,
+        now: str,
+    ) -> int:
+        if kind not in STREAMED_KINDS:
+            return 0
+        cursor = conn.execute(
+            "INSERT INTO push_outbox (notification_id, agent, task_id, config_id, seq, payload,"
+            " created_at, updated_at) SELECT lower(hex(randomblob(16))), agent, task_id, id,"
+            " ?, ?, ?, ? FROM push_configs WHERE agent = ? AND task_id = ? ORDER BY created_at, id",
+            (seq, payload, now, now, agent, task_id),
+        )
+        return int(cursor.rowcount)
 
     def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
         """The task, if it exists and (when ``owner`` is given) belongs to ``owner``."""
@@ -285,23 +390,32 @@ class TaskStore:
     def save_push_config(self, agent: str, owner: str, config: TaskPushNotificationConfig) -> None:
         """Insert or replace a config; token and credentials are sealed first."""
         assert config.id and config.task_id
-        auth = config.authentication
         with self._transaction() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO push_configs (agent, task_id, id, owner, url, token,"
-                " auth_scheme, auth_credentials, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    agent,
-                    config.task_id,
-                    config.id,
-                    owner,
-                    config.url,
-                    self._box.seal(config.token),
-                    auth.scheme if auth else None,
-                    self._box.seal(auth.credentials) if auth else None,
-                    format_timestamp(utcnow()),
-                ),
-            )
+            self._insert_push_config(conn, agent, owner, config)
+
+    def _insert_push_config(
+        self,
+        conn: sqlite3.Connection,
+        agent: str,
+        owner: str,
+        config: TaskPushNotificationConfig,
+    ) -> None:
+        auth = config.authentication
+        conn.execute(
+            "INSERT OR REPLACE INTO push_configs (agent, task_id, id, owner, url, token,"
+            " auth_scheme, auth_credentials, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                agent,
+                config.task_id,
+                config.id,
+                owner,
+                config.url,
+                self._box.seal(config.token),
+                auth.scheme if auth else None,
+                self._box.seal(auth.credentials) if auth else None,
+                _order_key(utcnow()),
+            ),
+        )
 
     def get_push_config(
         self, agent: str, task_id: str, config_id: str, *, owner: str | None
@@ -351,6 +465,121 @@ class TaskStore:
             token=self._box.open(token),
             authentication=authentication,
         )
+
+    # --- push outbox --------------------------------------------------------------
+
+    def pending_lanes(self, agent: str | None = None, task_id: str | None = None) -> list[Lane]:
+        """Every (agent, task, config) with notifications still to deliver."""
+        query = "SELECT DISTINCT agent, task_id, config_id FROM push_outbox WHERE state = 'pending'"
+        args: list[object] = []
+        if agent is not None:
+            query += " AND agent = ?"
+            args.append(agent)
+        if task_id is not None:
+            query += " AND task_id = ?"
+            args.append(task_id)
+        return [Lane(*row) for row in self._conn.execute(query, args).fetchall()]
+
+    def next_notification(self, lane: Lane) -> Notification | None:
+        """The oldest notification of the lane still pending (lanes deliver in order)."""
+        row = self._conn.execute(
+            "SELECT id, notification_id, seq, payload, attempts, next_attempt_at FROM push_outbox"
+            " WHERE state = 'pending' AND agent = ? AND task_id = ? AND config_id = ?"
+            " ORDER BY id LIMIT 1",
+            (lane.agent, lane.task_id, lane.config_id),
+        ).fetchone()
+        if row is None:
+            return None
+        return Notification(lane, int(row[0]), row[1], int(row[2]), row[3], int(row[4]), row[5])
+
+    def record_attempt(
+        self,
+        notification: Notification,
+        *,
+        outcome: Literal["delivered", "retry", "failed"],
+        status: int | None,
+        error: str | None,
+        duration_ms: float,
+        next_attempt_at: float = 0.0,
+    ) -> None:
+        """Log one delivery attempt and move the notification on, atomically."""
+        attempt = notification.attempts + 1
+        now = _order_key(utcnow())
+        state = "pending" if outcome == "retry" else outcome
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT INTO push_attempts (outbox_id, attempt, at, status, error, duration_ms)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (notification.id, attempt, now, status, error, duration_ms),
+            )
+            conn.execute(
+                "UPDATE push_outbox SET state = ?, attempts = ?, next_attempt_at = ?,"
+                " last_error = ?, updated_at = ? WHERE id = ?",
+                (state, attempt, next_attempt_at, error, now, notification.id),
+            )
+
+    def abandon_notification(self, notification: Notification, reason: str) -> None:
+        """Fail a notification without an attempt (its config was deleted)."""
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE push_outbox SET state = 'failed', last_error = ?, updated_at = ?"
+                " WHERE id = ?",
+                (reason, _order_key(utcnow()), notification.id),
+            )
+
+    def requeue_notification(self, outbox_id: int) -> bool:
+        """Put a failed (dead-letter) notification back in its lane for delivery."""
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE push_outbox SET state = 'pending', next_attempt_at = 0, updated_at = ?"
+                " WHERE id = ? AND state = 'failed'",
+                (_order_key(utcnow()), outbox_id),
+            )
+        return cursor.rowcount > 0
+
+    def deliveries(self, agent: str | None = None, task_id: str | None = None) -> list[Delivery]:
+        """Notifications (oldest first) with every attempt made for each."""
+        query = (
+            "SELECT id, notification_id, agent, task_id, config_id, seq, state, attempts,"
+            " last_error, created_at FROM push_outbox"
+        )
+        where, args = [], []
+        if agent is not None:
+            where.append("agent = ?")
+            args.append(agent)
+        if task_id is not None:
+            where.append("task_id = ?")
+            args.append(task_id)
+        if where:
+            query += " WHERE " + " AND ".join(where)
+        rows = self._conn.execute(query + " ORDER BY id", args).fetchall()
+        attempts: dict[int, list[Attempt]] = {}
+        if rows:
+            marks = ",".join("?" * len(rows))
+            for outbox_id, attempt, at, status, error, duration in self._conn.execute(
+                "SELECT outbox_id, attempt, at, status, error, duration_ms FROM push_attempts"
+                f" WHERE outbox_id IN ({marks}) ORDER BY outbox_id, attempt",
+                [row[0] for row in rows],
+            ):
+                attempts.setdefault(outbox_id, []).append(
+                    Attempt(attempt, at, status, error, duration)
+                )
+        return [
+            Delivery(
+                id=row[0],
+                notification_id=row[1],
+                agent=row[2],
+                task_id=row[3],
+                config_id=row[4],
+                seq=row[5],
+                state=row[6],
+                attempts_made=row[7],
+                last_error=row[8],
+                created_at=row[9],
+                attempts=attempts.get(row[0], []),
+            )
+            for row in rows
+        ]
 
 
 def _encode_page_token(updated_at: str, task_id: str) -> str:

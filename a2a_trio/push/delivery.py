@@ -1,0 +1,252 @@
+"""Webhook delivery: the outbox worker, lanes in order, pinned connections.
+
+Every task update bound for a webhook is an outbox row, written in the same
+transaction as the event. A *lane* is one webhook config of one task; its rows
+are delivered strictly in order, one at a time, retrying with backoff, while
+other lanes go on concurrently (at most ``concurrency`` attempts in flight).
+The dispatcher is woken when rows are queued and polls for rows whose retry
+is due, so pending rows are picked up after a restart too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import httpx
+import trio
+
+from ..store import Lane, Notification, TaskStore
+from .policy import Decision, PushSettings, decide
+from .screening import AddressScreen, ScreenedTarget, WebhookRefused
+
+__all__ = ["PushDispatcher"]
+
+log = logging.getLogger("a2a_trio.push")
+
+NOTIFICATION_ID_HEADER = "X-A2A-Notification-Id"
+TOKEN_HEADER = "X-A2A-Notification-Token"
+
+
+class _PinnedTransport(httpx.AsyncBaseTransport):
+    """Connects to the address that was screened, whatever DNS says now.
+
+    The URL keeps its host name for the Host header; TLS verifies the
+    certificate against that name (SNI), while the socket goes to ``address``.
+    """
+
+    def __init__(self, address: str | None) -> None:
+        self._address = address
+        self._inner = httpx.AsyncHTTPTransport(retries=0)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._address is not None:
+            host = request.url.host
+            request.url = request.url.copy_with(host=self._address)
+            request.extensions = {**request.extensions, "sni_hostname": host}
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _Clients:
+    """HTTP clients per (scheme, host, port, address), so a pooled connection is
+    only ever reused for the same name and the same checked address."""
+
+    def __init__(self, limit: int = 128) -> None:
+        self._clients: OrderedDict[tuple[str, str, int, str | None], httpx.AsyncClient] = (
+            OrderedDict()
+        )
+        self._limit = limit
+        self._retired: list[httpx.AsyncClient] = []
+
+    def get(self, target: ScreenedTarget) -> httpx.AsyncClient:
+        key = (target.scheme, target.host, target.port, target.address)
+        client = self._clients.get(key)
+        if client is None:
+            client = httpx.AsyncClient(
+                transport=_PinnedTransport(target.address), follow_redirects=False
+            )
+            self._clients[key] = client
+            if len(self._clients) > self._limit:
+                self._retired.append(self._clients.popitem(last=False)[1])
+        else:
+            self._clients.move_to_end(key)
+        return client
+
+    async def aclose(self) -> None:
+        for client in [*self._clients.values(), *self._retired]:
+            await client.aclose()
+        self._clients.clear()
+        self._retired.clear()
+
+
+class PushDispatcher:
+    """Delivers the outbox of one database. Run it in a nursery with :meth:`run`."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        settings: PushSettings | None = None,
+        *,
+        screen: AddressScreen | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        poll_interval: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.settings = settings or PushSettings()
+        self.screen = screen or AddressScreen(
+            enabled=self.settings.screening, allowed_hosts=self.settings.allowed_hosts
+        )
+        self._wall_clock = wall_clock
+        self._poll_interval = poll_interval
+        self._limiter = trio.CapacityLimiter(self.settings.concurrency)
+        self._active: set[Lane] = set()
+        self._wakeup = trio.Event()
+        self._clients = _Clients()
+        self._nursery: trio.Nursery | None = None
+
+    # --- lifetime -------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Deliver until cancelled; undelivered rows stay pending for the next start."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                while True:
+                    self._wakeup = trio.Event()
+                    self._start_lanes()
+                    with trio.move_on_after(self._poll_interval):
+                        await self._wakeup.wait()
+        finally:
+            self._nursery = None
+            with trio.CancelScope(shield=True):
+                await self._clients.aclose()
+
+    def notify(self) -> None:
+        """Rows were queued: look for new lanes now rather than at the next poll."""
+        self._wakeup.set()
+
+    def _start_lanes(self) -> None:
+        assert self._nursery is not None
+        for lane in self.store.pending_lanes():
+            if lane not in self._active:
+                self._active.add(lane)
+                self._nursery.start_soon(self._run_lane, lane)
+
+    async def _run_lane(self, lane: Lane) -> None:
+        try:
+            await self._drain(lane)
+        finally:
+            self._active.discard(lane)
+
+    async def flush(self, agent: str, task_id: str) -> None:
+        """Direct delivery: deliver the task's pending rows now, in the caller.
+
+        Lanes another delivery is already draining are left to it.
+        """
+        for lane in self.store.pending_lanes(agent, task_id):
+            if lane in self._active:
+                continue
+            self._active.add(lane)
+            try:
+                await self._drain(lane)
+            finally:
+                self._active.discard(lane)
+
+    # --- one lane ----------------------------------------------------------------------
+
+    async def _drain(self, lane: Lane) -> None:
+        """Deliver the lane's rows one by one, oldest first, until none is pending."""
+        while (notification := self.store.next_notification(lane)) is not None:
+            due_in = notification.next_attempt_at - self._wall_clock()
+            if due_in > 0:
+                await trio.sleep(min(due_in, self.settings.max_wait))
+            decision = await self._attempt(notification)
+            if decision.outcome == "retry":
+                # The wait runs on trio's clock; the stored due time serves a restart.
+                await trio.sleep(decision.wait)
+
+    async def _attempt(self, notification: Notification) -> Decision:
+        lane = notification.lane
+        config = self.store.get_push_config(lane.agent, lane.task_id, lane.config_id, owner=None)
+        if config is None:
+            self.store.abandon_notification(notification, "the webhook config was deleted")
+            return Decision("failed", error="config deleted")
+        attempt = notification.attempts + 1
+        started = trio.current_time()
+        status: int | None = None
+        try:
+            target = await self.screen.screen(config.url)
+        except WebhookRefused as refusal:
+            decision = decide(
+                attempt,
+                self.settings,
+                error=f"refused: {refusal.reason}",
+                retryable_error=refusal.retryable,
+            )
+        else:
+            headers = {
+                "Content-Type": "application/json",
+                NOTIFICATION_ID_HEADER: notification.notification_id,
+            }
+            if config.authentication is not None and config.authentication.credentials:
+                auth = config.authentication
+                headers["Authorization"] = f"{auth.scheme} {auth.credentials}"
+            if config.token:
+                headers[TOKEN_HEADER] = config.token
+            async with self._limiter:
+                decision, status = await self._post(target, notification.payload, headers, attempt)
+        duration_ms = (trio.current_time() - started) * 1000
+        next_at = self._wall_clock() + decision.wait if decision.outcome == "retry" else 0.0
+        self.store.record_attempt(
+            notification,
+            outcome=decision.outcome,
+            status=status,
+            error=decision.error,
+            duration_ms=duration_ms,
+            next_attempt_at=next_at,
+        )
+        level = logging.INFO if decision.outcome == "delivered" else logging.WARNING
+        log.log(
+            level,
+            "push %s to %s (task %s, event %d, attempt %d): %s",
+            notification.notification_id,
+            lane.config_id,
+            lane.task_id,
+            notification.seq,
+            attempt,
+            decision.error or "delivered",
+        )
+        return decision
+
+    async def _post(
+        self, target: ScreenedTarget, payload: str, headers: dict[str, str], attempt: int
+    ) -> tuple[Decision, int | None]:
+        client = self._clients.get(target)
+        with trio.move_on_after(self.settings.timeout) as deadline:
+            try:
+                response = await client.post(
+                    target.url, content=payload.encode(), headers=headers, timeout=None
+                )
+            except httpx.HTTPError as error:
+                return decide(attempt, self.settings, error=_describe(error)), None
+        if deadline.cancelled_caught:
+            message = f"no answer within {self.settings.timeout:g} s"
+            return decide(attempt, self.settings, error=message), None
+        decision = decide(
+            attempt,
+            self.settings,
+            status=response.status_code,
+            retry_after=response.headers.get("Retry-After"),
+        )
+        return decision, response.status_code
+
+
+def _describe(error: httpx.HTTPError) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
