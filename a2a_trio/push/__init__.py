@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from .delivery import PushDispatcher
 from .policy import Decision, PushSettings, decide, retry_after_seconds
-from .screening import AddressScreen, Resolver, ScreenedTarget, WebhookRefused, system_resolver
+from .screening import (
+    AddressScreen,
+    Resolver,
+    ScreenedTarget,
+    WebhookRefused,
+    address_refusal,
+    system_resolver,
+)
 
 __all__ = [
     "AddressScreen",
@@ -14,6 +21,7 @@ __all__ = [
     "Resolver",
     "ScreenedTarget",
     "WebhookRefused",
+    "address_refusal",
     "decide",
     "retry_after_seconds",
     "system_resolver",
