@@ -33,7 +33,19 @@ from .runtime import (
     TaskUpdater,
     new_agent_message,
 )
-from .server import A2AApp, LazyApp, ServerSettings
+from .server import (
+    A2AApp,
+    ApiKeyAuthenticator,
+    AuthenticationFailed,
+    Authenticator,
+    BasicAuthenticator,
+    BearerAuthenticator,
+    JWTAuthenticator,
+    LazyApp,
+    MutualTLSAuthenticator,
+    RequestCredentials,
+    ServerSettings,
+)
 from .store import TaskStore
 
 __version__ = "0.1.0"
@@ -45,6 +57,14 @@ __all__ = [
     "AgentCard",
     "AgentExecutor",
     "AgentSkill",
+    "ApiKeyAuthenticator",
+    "AuthenticationFailed",
+    "Authenticator",
+    "BasicAuthenticator",
+    "BearerAuthenticator",
+    "JWTAuthenticator",
+    "MutualTLSAuthenticator",
+    "RequestCredentials",
     "Artifact",
     "EventQueue",
     "HostSettings",

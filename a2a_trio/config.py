@@ -17,7 +17,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .push import PushSettings
 from .runtime import HostSettings
-from .server import A2AApp, ServerSettings
+from .server import (
+    A2AApp,
+    ApiKeyAuthenticator,
+    Authenticator,
+    BasicAuthenticator,
+    BearerAuthenticator,
+    JWTAuthenticator,
+    MutualTLSAuthenticator,
+    ServerSettings,
+)
+from .server.cards import import_object
 
 __all__ = ["AgentSettings", "ConfigError", "Settings", "build_app", "load_settings"]
 
@@ -64,6 +74,29 @@ class PushSection(_Section):
     concurrency: int = Field(default=16, ge=1)
 
 
+class SchemeSettings(_Section):
+    """The authenticator behind one security scheme of the cards."""
+
+    type: Literal["api_key", "bearer", "basic", "jwt", "mtls"]
+    #: api_key: the header, query parameter or cookie name, and where it is.
+    name: str | None = None
+    location: Literal["header", "query", "cookie"] = "header"
+    #: Static secrets: api_key key -> identifier, bearer token -> identifier,
+    #: basic user -> password.
+    keys: dict[str, str] | None = None
+    tokens: dict[str, str] | None = None
+    users: dict[str, str] | None = None
+    #: Import path of a verification callback, instead of static secrets.
+    verify: str | None = None
+    #: jwt: who issues the tokens, for whom, and the keys that sign them.
+    issuer: str | None = None
+    audience: str | list[str] | None = None
+    jwks_url: str | None = None
+    public_keys: list[str] = Field(default_factory=list)
+    algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256", "PS256", "EdDSA"])
+    identifier_claim: str = "sub"
+
+
 class AgentSettings(_Section):
     name: str = "default"
     prefix: str = ""
@@ -76,6 +109,9 @@ class AgentSettings(_Section):
 class Settings(_Section):
     #: ``production`` refuses to start without ``storage.secret_key``.
     mode: Literal["development", "production"] = "development"
+    #: The security scheme whose identifier owns tasks (default: the first satisfied).
+    guard: str | None = None
+    security_schemes: dict[str, SchemeSettings] = Field(default_factory=dict)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
     server: ServerSection = Field(default_factory=ServerSection)
@@ -113,6 +149,52 @@ def load_settings(path: str | Path | None = None) -> Settings:
     return settings
 
 
+def _pem(value: str) -> str:
+    # A key given inline, or the path of a file holding it.
+    if "-----BEGIN" in value:
+        return value
+    path = Path(value)
+    if not path.exists():
+        raise ConfigError(f"public key file {value} does not exist")
+    return path.read_text()
+
+
+def _authenticator(name: str, scheme: SchemeSettings) -> Authenticator:
+    key = f"security_schemes.{name}"
+    verify = import_object(scheme.verify) if scheme.verify else None
+    try:
+        match scheme.type:
+            case "api_key":
+                if not scheme.name:
+                    raise ConfigError(f"{key}.name: the API key's header, query or cookie name")
+                return ApiKeyAuthenticator(
+                    name=scheme.name, location=scheme.location, keys=scheme.keys, verify=verify
+                )
+            case "bearer":
+                return BearerAuthenticator(tokens=scheme.tokens, verify=verify)
+            case "basic":
+                return BasicAuthenticator(users=scheme.users, verify=verify)
+            case "jwt":
+                return JWTAuthenticator(
+                    issuer=scheme.issuer,
+                    audience=scheme.audience,
+                    keys=[_pem(value) for value in scheme.public_keys],
+                    jwks_url=scheme.jwks_url,
+                    algorithms=scheme.algorithms,
+                    identifier_claim=scheme.identifier_claim,
+                )
+            case "mtls":
+                if verify is None:
+                    raise ConfigError(
+                        f"{key}: mutual TLS needs a verify callback that maps a client "
+                        "certificate to a principal"
+                    )
+                return MutualTLSAuthenticator(verify)
+    except ValueError as error:
+        raise ConfigError(f"{key}: {error}") from None
+    raise AssertionError(scheme.type)  # pragma: no cover
+
+
 def build_app(settings: Settings | None = None) -> A2AApp:
     """The app the settings describe; the echo agent when they name none."""
     settings = settings or load_settings()
@@ -136,6 +218,11 @@ def build_app(settings: Settings | None = None) -> A2AApp:
 
         app.mount("", card=echo_card(), executor=EchoExecutor(), name="default")
         return app
+    if settings.guard is not None and settings.guard not in settings.security_schemes:
+        raise ConfigError(f"guard: {settings.guard!r} is not one of security_schemes")
+    authenticators = {
+        name: _authenticator(name, scheme) for name, scheme in settings.security_schemes.items()
+    }
     for index, agent in enumerate(settings.agents):
         try:
             app.mount(
@@ -145,6 +232,8 @@ def build_app(settings: Settings | None = None) -> A2AApp:
                 name=agent.name,
                 well_known=agent.well_known,
                 extended_card=agent.extended_card,
+                authenticators=authenticators,
+                guard=settings.guard,
             )
         except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
             raise ConfigError(f"agents[{index}] ({agent.name}): {error}") from None

@@ -71,6 +71,10 @@ class RequestContext:
     configuration: SendMessageConfiguration | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     requested_extensions: frozenset[str] = frozenset()
+    #: Credentials the client supplied in-band (``metadata.credentials`` of the
+    #: message or the request), for a task in AUTH_REQUIRED. They are handed
+    #: to the executor only: the stored message no longer holds them.
+    credentials: Any = None
 
     def user_text(self, separator: str = "\n") -> str:
         """The text parts of the incoming message, joined."""

@@ -263,7 +263,11 @@ class AgentHost:
         else:
             task_id = str(uuid.uuid4())
             context_id = message.context_id or str(uuid.uuid4())
+        message, credentials = _without_credentials(message)
         message = message.model_copy(update={"task_id": task_id, "context_id": context_id})
+        request_metadata = dict(request.metadata or {})
+        if CREDENTIALS_KEY in request_metadata:
+            credentials = request_metadata.pop(CREDENTIALS_KEY)
         context = RequestContext(
             task_id=task_id,
             context_id=context_id,
@@ -271,8 +275,9 @@ class AgentHost:
             current_task=stored.task if stored else None,
             caller=caller,
             configuration=request.configuration,
-            metadata=request.metadata or {},
+            metadata=request_metadata,
             requested_extensions=extensions,
+            credentials=credentials,
         )
         if request.configuration and request.configuration.task_push_notification_config:
             await self._screen_webhook(request.configuration.task_push_notification_config)
@@ -855,6 +860,18 @@ class AgentHost:
         self.store.delete_push_config(
             self.name, request.task_id, request.id, owner=caller.identifier
         )
+
+
+#: The metadata key that carries in-band credentials (spec 7.6); never stored.
+CREDENTIALS_KEY = "credentials"
+
+
+def _without_credentials(message: Message) -> tuple[Message, object]:
+    metadata = message.metadata
+    if not metadata or CREDENTIALS_KEY not in metadata:
+        return message, None
+    remaining = {k: v for k, v in metadata.items() if k != CREDENTIALS_KEY}
+    return message.model_copy(update={"metadata": remaining or None}), metadata[CREDENTIALS_KEY]
 
 
 def _bound_config(config: TaskPushNotificationConfig, task_id: str) -> TaskPushNotificationConfig:

@@ -3,7 +3,32 @@
 from __future__ import annotations
 
 from .app import A2AApp, LazyApp
+from .auth import (
+    ApiKeyAuthenticator,
+    AuthenticationFailed,
+    Authenticator,
+    BasicAuthenticator,
+    BearerAuthenticator,
+    CardGuard,
+    JWTAuthenticator,
+    MutualTLSAuthenticator,
+    RequestCredentials,
+)
 from .bindings import ServerSettings
-from .mount import AgentMount, Authenticator
+from .mount import AgentMount
 
-__all__ = ["A2AApp", "AgentMount", "Authenticator", "LazyApp", "ServerSettings"]
+__all__ = [
+    "A2AApp",
+    "AgentMount",
+    "ApiKeyAuthenticator",
+    "AuthenticationFailed",
+    "Authenticator",
+    "BasicAuthenticator",
+    "BearerAuthenticator",
+    "CardGuard",
+    "JWTAuthenticator",
+    "LazyApp",
+    "MutualTLSAuthenticator",
+    "RequestCredentials",
+    "ServerSettings",
+]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,10 @@ from ..protocol import AgentCard, MethodNotAllowedError
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
 from ..store import TaskStore
+from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
 from .cards import CardSource, ServedCard, import_object, resolve_card
-from .mount import AgentMount, Authenticator, anonymous
+from .mount import AgentMount, Authenticate
 
 __all__ = ["A2AApp", "LazyApp"]
 
@@ -108,7 +109,9 @@ class A2AApp(QuartTrio):
         name: str | None = None,
         well_known: bool | None = None,
         extended_card: CardSource | None = None,
-        authenticate: Authenticator | None = None,
+        authenticators: Mapping[str, Authenticator] | None = None,
+        guard: str | None = None,
+        authenticate: Authenticate | None = None,
     ) -> AgentMount:
         """Serve an agent under ``prefix``.
 
@@ -116,6 +119,12 @@ class A2AApp(QuartTrio):
         when unset, the first agent mounted claims it. A second explicit claim
         is an error. Routes are named ``a2a.<name>.well-known``,
         ``a2a.<name>.card``, ``a2a.<name>.jsonrpc`` and ``a2a.<name>.rest``.
+
+        Protocol routes are protected as the card's ``securitySchemes`` and
+        ``securityRequirements`` say: ``authenticators`` maps each scheme name
+        to its :class:`Authenticator`, and ``guard`` names the scheme whose
+        identifier owns tasks (the first satisfied one when unset).
+        ``authenticate`` replaces all of that with a function of your own.
         """
         name = name or "default"
         if not _NAME.match(name):
@@ -133,6 +142,7 @@ class A2AApp(QuartTrio):
         owns_root = well_known if well_known is not None else self._root_card_owner is None
         public_card = resolve_card(card)
         capabilities = public_card.capabilities
+        card_guard = CardGuard(public_card, authenticators or {}, owner_scheme=guard)
         host = AgentHost(
             name=name,
             executor=_resolve_executor(executor),
@@ -148,8 +158,9 @@ class A2AApp(QuartTrio):
             card=ServedCard(public_card, prefix, max_age=self.a2a_settings.card_max_age),
             host=host,
             well_known=owns_root,
+            authenticate=authenticate or card_guard,
             extended_card=resolve_card(extended_card) if extended_card is not None else None,
-            authenticate=authenticate or anonymous,
+            secured=card_guard.declares_security,
         )
         self.mounts[name] = mount
         if owns_root:

@@ -34,6 +34,7 @@ from ..protocol import (
 from ..protocol.operations import resolve_method
 from ..protocol.sse import KEEPALIVE, format_event
 from ..runtime import TaskEventStream
+from .auth import RequestCredentials
 from .mount import AgentMount, Outcome
 
 __all__ = ["ServerSettings", "handle_jsonrpc", "handle_rest"]
@@ -101,6 +102,18 @@ def _last_event_id(request: Request) -> int | None:
     return seq
 
 
+def credentials_of(request: Request) -> RequestCredentials:
+    """What the request presents for authentication."""
+    tls = (request.scope.get("extensions") or {}).get("tls") or {}
+    certificate = tls.get("client_cert_name") or None
+    return RequestCredentials(
+        headers={name.lower(): value for name, value in request.headers.items()},
+        query=request.args.to_dict(),
+        cookies=dict(request.cookies),
+        client_certificate={"subject": certificate} if certificate else None,
+    )
+
+
 def base_url(request: Request, settings: ServerSettings) -> str:
     """The scheme and authority clients reach this server at."""
     if settings.public_url:
@@ -148,7 +161,7 @@ async def _perform(
     request: Request, mount: AgentMount, settings: ServerSettings, call: Call
 ) -> Outcome:
     """Authenticate the caller and run the operation: the part both bindings share."""
-    caller = await mount.authenticate(request)
+    caller = await mount.authenticate(credentials_of(request))
     return await mount.dispatch(
         call,
         caller,

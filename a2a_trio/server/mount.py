@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..protocol import (
     AgentCard,
@@ -15,21 +14,18 @@ from ..protocol import (
     ProtoModel,
     SendMessageResponse,
     Task,
+    UnauthenticatedError,
     UnsupportedOperationError,
 )
 from ..runtime import AgentHost, Principal, TaskEventStream
-from ..runtime.executor import ANONYMOUS
+from .auth import RequestCredentials
 from .cards import ServedCard
 
-__all__ = ["AgentMount", "Authenticator", "Empty", "Outcome"]
+__all__ = ["AgentMount", "Authenticate", "Empty", "Outcome"]
 
-#: Resolves the caller of a protocol request (the server's request object in,
-#: a principal out). Until authentication is configured every caller is anonymous.
-Authenticator = Callable[[Any], Awaitable[Principal]]
-
-
-async def anonymous(_request: Any) -> Principal:
-    return ANONYMOUS
+#: Resolves the caller of a protocol request from its credentials, or raises
+#: UnauthenticatedError / ForbiddenError (a :class:`CardGuard` by default).
+Authenticate = Callable[[RequestCredentials], Awaitable[Principal]]
 
 
 class Empty(ProtoModel):
@@ -49,8 +45,11 @@ class AgentMount:
     card: ServedCard
     host: AgentHost
     well_known: bool
+    authenticate: Authenticate
     extended_card: AgentCard | None = None
-    authenticate: Authenticator = anonymous
+    #: True when the card declares security schemes: the extended card then
+    #: goes only to authenticated callers.
+    secured: bool = False
 
     @property
     def public_card(self) -> AgentCard:
@@ -70,9 +69,11 @@ class AgentMount:
                 metadata={"extensions": ",".join(missing)},
             )
 
-    def get_extended_card(self, base_url: str) -> AgentCard:
+    def get_extended_card(self, base_url: str, caller: Principal) -> AgentCard:
         if not self.public_card.capabilities.extended_agent_card:
             raise UnsupportedOperationError("This agent does not offer an extended agent card")
+        if self.secured and not caller.authenticated:
+            raise UnauthenticatedError("The extended agent card is for authenticated callers")
         if self.extended_card is None:
             raise ExtendedAgentCardNotConfiguredError(
                 "This agent declares an extended agent card but none is configured"
@@ -123,5 +124,5 @@ class AgentMount:
                 host.delete_push_config(request, caller)
                 return Empty()
             case Operation.GET_EXTENDED_CARD:
-                return self.get_extended_card(base_url)
+                return self.get_extended_card(base_url, caller)
         raise AssertionError(f"unhandled operation {call.operation}")  # pragma: no cover
