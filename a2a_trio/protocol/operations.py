@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
@@ -185,6 +186,8 @@ def _with_id(error: Exception, request_id: JsonRpcId) -> Exception:
 # Ids are opaque but never hold "/" or ":", which would make "/tasks/{id}:cancel" ambiguous.
 _SEGMENT = r"[^/:]+"
 _ROUTES: list[tuple[str, re.Pattern[str], Operation]] = []
+#: The (method, path template) a client uses for each operation: the first route.
+_CLIENT_ROUTES: dict[Operation, tuple[str, str]] = {}
 
 
 def _route(methods: str, template: str, operation: Operation) -> None:
@@ -192,6 +195,7 @@ def _route(methods: str, template: str, operation: Operation) -> None:
     compiled = re.compile(rf"^{pattern}$")
     for method in methods.split():
         _ROUTES.append((method, compiled, operation))
+    _CLIENT_ROUTES.setdefault(operation, (methods.split()[0], template))
 
 
 _route("POST", "/message:send", Operation.SEND_MESSAGE)
@@ -226,6 +230,39 @@ def match_route(method: str, path: str) -> tuple[Operation, dict[str, str]]:
             allowed=sorted(allowed),
         )
     raise MethodNotFoundError(f"No A2A operation at {method} {path}")
+
+
+@dataclass(frozen=True, slots=True)
+class RestRequest:
+    """How a client carries one operation on the HTTP+JSON binding."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: dict[str, Any] | None
+
+
+def rest_request(operation: Operation, request: BaseModel) -> RestRequest:
+    """The HTTP+JSON request for ``request`` (the inverse of :func:`parse_rest`)."""
+    method, template = _CLIENT_ROUTES[operation]
+    wire: dict[str, Any] = request.model_dump(mode="json", exclude_none=True, by_alias=True)
+    wire.pop("tenant", None)
+
+    def fill(match: re.Match[str]) -> str:
+        value = wire.pop(to_camel(match.group(1)))
+        return quote(str(value), safe="")
+
+    path = re.sub(r"\{(\w+)\}", fill, template)
+    if method in ("GET", "DELETE"):
+        query = {key: _query_value(value) for key, value in wire.items()}
+        return RestRequest(method, path, query, None)
+    return RestRequest(method, path, {}, wire)
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def parse_rest(

@@ -1,0 +1,466 @@
+"""A client for any A2A 1.0 agent, on trio and httpx.
+
+::
+
+    async with await A2AClient.connect("http://127.0.0.1:8000") as client:
+        text = await answer_text(client.send("hello"))
+
+It discovers the agent from ``{agent_url}/.well-known/agent-card.json``, picks
+a binding from the card's ``supportedInterfaces`` (JSON-RPC first unless told
+otherwise), sends ``A2A-Version: 1.0`` on every request, and raises the typed
+protocol errors of :mod:`a2a_trio.protocol.errors`. Every send yields
+StreamResponse events, blocking or streaming alike.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import uuid
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from .protocol import (
+    PROTOCOL_VERSION,
+    A2AError,
+    AgentCard,
+    AgentInterface,
+    AuthenticationInfo,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    InternalError,
+    InvalidAgentResponseError,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    Operation,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    SendMessageResponse,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    error_from_code,
+)
+from .protocol.operations import rest_request
+from .protocol.sse import SSEDecoder
+
+__all__ = ["A2AClient", "answer_text", "text_of"]
+
+WELL_KNOWN_PATH = "/.well-known/agent-card.json"
+BINDINGS = ("JSONRPC", "HTTP+JSON")
+M = TypeVar("M", bound=BaseModel)
+
+
+def text_of(response: StreamResponse | Task | Message) -> str:
+    """The answer text an event carries.
+
+    An artifact update gives its parts' text; a task, the text of every
+    artifact's parts; a message, its own text parts.
+    """
+    if isinstance(response, StreamResponse):
+        if response.artifact_update is not None:
+            return _texts(response.artifact_update.artifact.parts)
+        if response.task is not None:
+            return text_of(response.task)
+        if response.message is not None:
+            return text_of(response.message)
+        return ""
+    if isinstance(response, Task):
+        return "".join(_texts(artifact.parts) for artifact in response.artifacts or [])
+    return _texts(response.parts)
+
+
+def _texts(parts: Sequence[Part]) -> str:
+    return "".join(part.text for part in parts if part.text is not None)
+
+
+async def answer_text(events: AsyncIterable[StreamResponse]) -> str:
+    """The whole answer of a send: every event's text, in order."""
+    return "".join([text_of(event) async for event in events])
+
+
+def _error_from_payload(document: Any, status: int | None = None) -> A2AError:
+    """Rebuild the typed error of a JSON-RPC error object or an AIP-193 body."""
+    if isinstance(document, dict) and isinstance(document.get("error"), dict):
+        error = document["error"]
+        details = error.get("data") if "data" in error else error.get("details")
+        reason = None
+        if isinstance(details, list):
+            for detail in details:
+                if isinstance(detail, dict) and detail.get("reason"):
+                    reason = str(detail["reason"])
+                    break
+        code = error.get("code") if status is None else None
+        rebuilt = error_from_code(code, str(error.get("message") or ""), reason=reason)
+        if reason is None and status == 404:
+            rebuilt = error_from_code(-32001, rebuilt.message)
+        return rebuilt
+    return InternalError(f"the agent answered HTTP {status} without an A2A error")
+
+
+class _Transport:
+    """One binding: unary calls and event streams over one httpx client."""
+
+    def __init__(self, http: httpx.AsyncClient, interface: AgentInterface) -> None:
+        self.http = http
+        self.url = interface.url.rstrip("/")
+
+    async def call(self, operation: Operation, request: BaseModel) -> Any:
+        raise NotImplementedError
+
+    def stream(
+        self, operation: Operation, request: BaseModel, headers: Mapping[str, str]
+    ) -> AsyncIterator[tuple[str | None, Any]]:
+        raise NotImplementedError
+
+    @staticmethod
+    async def _events(response: httpx.Response) -> AsyncIterator[tuple[str | None, Any]]:
+        decoder = SSEDecoder()
+        async for line in response.aiter_lines():
+            event = decoder.feed(line.rstrip("\r"))
+            if event is None:
+                continue
+            try:
+                document = json.loads(event.data)
+            except ValueError:
+                raise InvalidAgentResponseError("an SSE event is not JSON") from None
+            yield event.id, document
+
+
+class _JsonRpc(_Transport):
+    _ids = itertools.count(1)
+
+    def _envelope(self, operation: Operation, request: BaseModel) -> dict[str, Any]:
+        params = request.model_dump(mode="json", exclude_none=True, by_alias=True)
+        return {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": operation.value,
+            "params": params,
+        }
+
+    @staticmethod
+    def _result(document: Any) -> Any:
+        if not isinstance(document, dict):
+            raise InvalidAgentResponseError("a JSON-RPC response must be an object")
+        if "error" in document:
+            raise _error_from_payload(document)
+        if "result" not in document:
+            raise InvalidAgentResponseError("a JSON-RPC response without result or error")
+        return document["result"]
+
+    async def call(self, operation: Operation, request: BaseModel) -> Any:
+        response = await self.http.post(self.url, json=self._envelope(operation, request))
+        try:
+            document = response.json()
+        except ValueError:
+            raise _error_from_payload(None, response.status_code) from None
+        return self._result(document)
+
+    async def stream(
+        self, operation: Operation, request: BaseModel, headers: Mapping[str, str]
+    ) -> AsyncIterator[tuple[str | None, Any]]:
+        body = self._envelope(operation, request)
+        async with self.http.stream(
+            "POST", self.url, json=body, headers={"Accept": "text/event-stream", **headers}
+        ) as response:
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                await response.aread()
+                self._result(response.json())
+                raise InvalidAgentResponseError("a streaming call answered without a stream")
+            async for event_id, document in self._events(response):
+                yield event_id, self._result(document)
+
+
+class _Rest(_Transport):
+    async def call(self, operation: Operation, request: BaseModel) -> Any:
+        rest = rest_request(operation, request)
+        response = await self.http.request(
+            rest.method, self.url + rest.path, params=rest.query or None, json=rest.body
+        )
+        return self._document(response)
+
+    @staticmethod
+    def _document(response: httpx.Response) -> Any:
+        try:
+            document = response.json() if response.content else {}
+        except ValueError:
+            document = None
+        if response.status_code >= 400:
+            raise _error_from_payload(document, response.status_code)
+        if document is None:
+            raise InvalidAgentResponseError("the agent's answer is not JSON")
+        return document
+
+    async def stream(
+        self, operation: Operation, request: BaseModel, headers: Mapping[str, str]
+    ) -> AsyncIterator[tuple[str | None, Any]]:
+        rest = rest_request(operation, request)
+        async with self.http.stream(
+            rest.method,
+            self.url + rest.path,
+            params=rest.query or None,
+            json=rest.body,
+            headers={"Accept": "text/event-stream", **headers},
+        ) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                self._document(response)
+            async for event_id, document in self._events(response):
+                yield event_id, document
+
+
+def _model(cls: type[M], document: Any) -> M:
+    try:
+        return cls.model_validate(document)
+    except ValidationError as error:
+        raise InvalidAgentResponseError(f"unexpected {cls.__name__}: {error}") from None
+
+
+class A2AClient:
+    """A connection to one agent over the binding its card and your preference agree on."""
+
+    def __init__(
+        self,
+        card: AgentCard,
+        http: httpx.AsyncClient,
+        *,
+        prefer: Sequence[str] = BINDINGS,
+        owns_http: bool = False,
+    ) -> None:
+        self.card = card
+        self.http = http
+        self._owns_http = owns_http
+        interface = self._choose(card, prefer)
+        self.interface = interface
+        transport = _JsonRpc if interface.protocol_binding == "JSONRPC" else _Rest
+        self._transport: _Transport = transport(http, interface)
+        #: The id of the last event a subscription received (resume with it).
+        self.last_event_id: str | None = None
+
+    @staticmethod
+    def _choose(card: AgentCard, prefer: Sequence[str]) -> AgentInterface:
+        offered = card.supported_interfaces or []
+        for binding in prefer:
+            for interface in offered:
+                if interface.protocol_binding == binding and interface.protocol_version.startswith(
+                    PROTOCOL_VERSION
+                ):
+                    return interface
+        bindings = ", ".join(f"{i.protocol_binding} {i.protocol_version}" for i in offered)
+        raise ValueError(
+            f"the agent offers no interface this client speaks ({', '.join(prefer)} "
+            f"{PROTOCOL_VERSION}); it offers: {bindings or 'nothing'}"
+        )
+
+    @classmethod
+    async def connect(
+        cls,
+        agent_url: str,
+        *,
+        prefer: Sequence[str] = BINDINGS,
+        headers: Mapping[str, str] | None = None,
+        request_timeout: float = 30.0,
+        http: httpx.AsyncClient | None = None,
+    ) -> A2AClient:
+        """Fetch the agent's card and connect over the preferred binding it offers.
+
+        ``headers`` (authentication, say) go on every request.
+        ``request_timeout`` bounds connecting and sending; reads are not
+        bounded, since streams wait as long as their task. Pass ``http`` to
+        reuse your own httpx client; otherwise one is made and closed with
+        this client.
+        """
+        owns = http is None
+        # Streams may be quiet for long: only connecting and writing are bounded.
+        client = http or httpx.AsyncClient(timeout=httpx.Timeout(request_timeout, read=None))
+        client.headers.update({"A2A-Version": PROTOCOL_VERSION, **(headers or {})})
+        try:
+            card = await cls.fetch_card(agent_url, client)
+            return cls(card, client, prefer=prefer, owns_http=owns)
+        except BaseException:
+            if owns:
+                await client.aclose()
+            raise
+
+    @staticmethod
+    async def fetch_card(agent_url: str, http: httpx.AsyncClient) -> AgentCard:
+        """The card at ``{agent_url}/.well-known/agent-card.json`` (or ``agent_url`` itself)."""
+        url = agent_url if agent_url.endswith(".json") else agent_url.rstrip("/") + WELL_KNOWN_PATH
+        response = await http.get(url)
+        if response.status_code != 200:
+            raise InvalidAgentResponseError(f"{url} answered HTTP {response.status_code}")
+        return _model(AgentCard, response.json())
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self.http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # --- messages -------------------------------------------------------------------
+
+    @staticmethod
+    def message(
+        content: str | Message | Sequence[Part],
+        *,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Message:
+        """A user message with a fresh id."""
+        if isinstance(content, Message):
+            return content
+        parts = [Part(text=content)] if isinstance(content, str) else list(content)
+        return Message(
+            message_id=str(uuid.uuid4()),
+            role=Role.USER,
+            parts=parts,
+            task_id=task_id,
+            context_id=context_id,
+            metadata=dict(metadata) if metadata else None,
+        )
+
+    async def send(
+        self,
+        content: str | Message | Sequence[Part],
+        *,
+        stream: bool = False,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        configuration: SendMessageConfiguration | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[StreamResponse]:
+        """Send a message; yields each event (one for a blocking send)."""
+        request = SendMessageRequest(
+            message=self.message(content, task_id=task_id, context_id=context_id),
+            configuration=configuration,
+            metadata=dict(metadata) if metadata else None,
+        )
+        if stream:
+            async for event_id, document in self._transport.stream(
+                Operation.SEND_STREAMING_MESSAGE, request, {}
+            ):
+                self.last_event_id = event_id
+                yield _model(StreamResponse, document)
+            return
+        answer = _model(
+            SendMessageResponse, await self._transport.call(Operation.SEND_MESSAGE, request)
+        )
+        if answer.task is not None:
+            yield StreamResponse(task=answer.task)
+        elif answer.message is not None:
+            yield StreamResponse(message=answer.message)
+        else:
+            raise InvalidAgentResponseError("SendMessage answered neither a task nor a message")
+
+    async def send_message(
+        self, content: str | Message | Sequence[Part], **options: Any
+    ) -> Task | Message:
+        """A blocking send: the task (or the agent's direct message)."""
+        async for event in self.send(content, **options):
+            payload = event.payload
+            if isinstance(payload, Task | Message):
+                return payload
+        raise InvalidAgentResponseError("no task or message in the answer")
+
+    # --- tasks ----------------------------------------------------------------------
+
+    async def get_task(self, task_id: str, *, history_length: int | None = None) -> Task:
+        request = GetTaskRequest(id=task_id, history_length=history_length)
+        return _model(Task, await self._transport.call(Operation.GET_TASK, request))
+
+    async def list_tasks(
+        self,
+        *,
+        context_id: str | None = None,
+        status: TaskState | None = None,
+        page_size: int | None = None,
+        page_token: str | None = None,
+        history_length: int | None = None,
+        include_artifacts: bool | None = None,
+    ) -> ListTasksResponse:
+        request = ListTasksRequest(
+            context_id=context_id,
+            status=status,
+            page_size=page_size,
+            page_token=page_token,
+            history_length=history_length,
+            include_artifacts=include_artifacts,
+        )
+        return _model(ListTasksResponse, await self._transport.call(Operation.LIST_TASKS, request))
+
+    async def cancel_task(self, task_id: str) -> Task:
+        request = CancelTaskRequest(id=task_id)
+        return _model(Task, await self._transport.call(Operation.CANCEL_TASK, request))
+
+    async def subscribe(
+        self, task_id: str, *, last_event_id: str | None = None
+    ) -> AsyncIterator[StreamResponse]:
+        """The task's events until it ends; resume after ``last_event_id`` if given."""
+        headers = {"Last-Event-ID": last_event_id} if last_event_id is not None else {}
+        async for event_id, document in self._transport.stream(
+            Operation.SUBSCRIBE_TO_TASK, SubscribeToTaskRequest(id=task_id), headers
+        ):
+            self.last_event_id = event_id
+            yield _model(StreamResponse, document)
+
+    # --- push notification configs -------------------------------------------------------
+
+    async def create_push_config(
+        self,
+        task_id: str,
+        url: str,
+        *,
+        config_id: str | None = None,
+        token: str | None = None,
+        authentication: AuthenticationInfo | None = None,
+    ) -> TaskPushNotificationConfig:
+        request = TaskPushNotificationConfig(
+            task_id=task_id, id=config_id, url=url, token=token, authentication=authentication
+        )
+        document = await self._transport.call(Operation.CREATE_PUSH_CONFIG, request)
+        return _model(TaskPushNotificationConfig, document)
+
+    async def get_push_config(self, task_id: str, config_id: str) -> TaskPushNotificationConfig:
+        request = GetTaskPushNotificationConfigRequest(task_id=task_id, id=config_id)
+        document = await self._transport.call(Operation.GET_PUSH_CONFIG, request)
+        return _model(TaskPushNotificationConfig, document)
+
+    async def list_push_configs(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        request = ListTaskPushNotificationConfigsRequest(task_id=task_id)
+        document = await self._transport.call(Operation.LIST_PUSH_CONFIGS, request)
+        return _model(ListTaskPushNotificationConfigsResponse, document).configs
+
+    async def delete_push_config(self, task_id: str, config_id: str) -> None:
+        request = DeleteTaskPushNotificationConfigRequest(task_id=task_id, id=config_id)
+        await self._transport.call(Operation.DELETE_PUSH_CONFIG, request)
+
+    async def get_extended_card(self) -> AgentCard:
+        document = await self._transport.call(
+            Operation.GET_EXTENDED_CARD, GetExtendedAgentCardRequest()
+        )
+        return _model(AgentCard, document)
