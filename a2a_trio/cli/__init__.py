@@ -12,6 +12,8 @@ from pathlib import Path
 import click
 
 from ..conformance import PROFILES
+from .commands import card, deliveries, make_executor, prune, serve
+from .remote import cancel, discover, get, list_tasks, send, subscribe
 from .tck import LEVELS, TRANSPORTS, KitError, run_kit, summarise
 
 __all__ = ["main"]
@@ -103,3 +105,19 @@ def tck(
     must = counts.get("MUST")
     if (must is not None and must["FAIL"]) or any(run.exit_code not in (0, 1) for run in runs):
         raise SystemExit(1)
+
+
+for _command in (
+    make_executor,
+    card,
+    prune,
+    serve,
+    deliveries,
+    send,
+    get,
+    list_tasks,
+    cancel,
+    subscribe,
+    discover,
+):
+    main.add_command(_command)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from typing import Any
 
 from ..protocol import PROTOCOL_VERSION, AgentCard, AgentInterface
 
-__all__ = ["CardSource", "ServedCard", "import_object", "resolve_card"]
+__all__ = ["CardSource", "ServedCard", "card_problems", "import_object", "resolve_card"]
 
 #: A card, its JSON mapping, an import path ("pkg.mod:obj"), a callable that
 #: returns either, or a provider object with a ``card()`` method (a class is
@@ -113,3 +114,59 @@ class ServedCard:
             "Cache-Control": f"public, max-age={self.max_age}",
             "Last-Modified": format_datetime(self.last_modified, usegmt=True),
         }
+
+
+_MEDIA_TYPE = re.compile(r"^[A-Za-z0-9][\w!#$&^.+-]*/[A-Za-z0-9*][\w!#$&^.+*-]*(\s*;.*)?$")
+
+
+def card_problems(card: AgentCard) -> list[str]:
+    """What makes a card unusable for clients; empty when it is valid.
+
+    Required fields are filled, there is at least one skill and one
+    interface, media types parse, and every security requirement names a
+    declared scheme.
+    """
+    problems: list[str] = []
+    for field_name in ("name", "description", "version"):
+        if not getattr(card, field_name).strip():
+            problems.append(f"{field_name}: must not be empty")
+    if not card.skills:
+        problems.append("skills: at least one skill is required")
+    if not card.supported_interfaces:
+        problems.append("supportedInterfaces: at least one interface is required")
+    for index, interface in enumerate(card.supported_interfaces or []):
+        where = f"supportedInterfaces[{index}]"
+        if not interface.url.startswith(("http://", "https://")):
+            problems.append(f"{where}.url: {interface.url!r} is not an http(s) URL")
+        if interface.protocol_binding not in (JSONRPC_BINDING, HTTP_JSON_BINDING, "GRPC"):
+            problems.append(f"{where}.protocolBinding: {interface.protocol_binding!r} is unknown")
+        if not re.match(r"^\d+\.\d+$", interface.protocol_version):
+            problems.append(
+                f"{where}.protocolVersion: {interface.protocol_version!r} is not Major.Minor"
+            )
+    modes = [("defaultInputModes", card.default_input_modes)]
+    modes.append(("defaultOutputModes", card.default_output_modes))
+    for index, skill in enumerate(card.skills):
+        if not skill.id.strip() or not skill.name.strip():
+            problems.append(f"skills[{index}]: id and name must not be empty")
+        if not skill.tags:
+            problems.append(f"skills[{index}].tags: at least one tag is required")
+        modes.append((f"skills[{index}].inputModes", skill.input_modes or []))
+        modes.append((f"skills[{index}].outputModes", skill.output_modes or []))
+    for where, values in modes:
+        if where.startswith("default") and not values:
+            problems.append(f"{where}: at least one media type is required")
+        for value in values:
+            if not _MEDIA_TYPE.match(value):
+                problems.append(f"{where}: {value!r} is not a media type")
+    declared = set(card.security_schemes or {})
+    requirements = [("securityRequirements", r) for r in card.security_requirements or []]
+    for index, skill in enumerate(card.skills):
+        requirements += [
+            (f"skills[{index}].securityRequirements", r) for r in skill.security_requirements or []
+        ]
+    for where, requirement in requirements:
+        for name in requirement.schemes:
+            if name not in declared:
+                problems.append(f"{where}: scheme {name!r} is not declared in securitySchemes")
+    return problems

@@ -385,6 +385,46 @@ class TaskStore:
         rows = self._conn.execute(query, args).fetchall()
         return [StoredTask(r[0], r[1], Task.model_validate_json(r[2]), int(r[3])) for r in rows]
 
+    def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
+        """Delete finished tasks last updated before ``older_than``, with everything of theirs.
+
+        Returns how many tasks, events, push configs, notifications and
+        delivery attempts went (or would go, with ``dry_run``).
+        """
+        finals = tuple(state.value for state in TaskState if state.is_final)
+        cutoff = _order_key(older_than)
+        doomed = "SELECT agent, id FROM tasks WHERE updated_at < ? AND state IN (?, ?, ?, ?)"
+        args = (cutoff, *finals)
+        counts: dict[str, int] = {}
+        queries = {
+            "tasks": f"SELECT count(*) FROM ({doomed})",
+            "events": f"SELECT count(*) FROM task_events WHERE (agent, task_id) IN ({doomed})",
+            "push_configs": "SELECT count(*) FROM push_configs WHERE (agent, task_id) IN "
+            f"({doomed})",
+            "notifications": "SELECT count(*) FROM push_outbox WHERE (agent, task_id) IN "
+            f"({doomed})",
+            "attempts": "SELECT count(*) FROM push_attempts WHERE outbox_id IN (SELECT id FROM"
+            f" push_outbox WHERE (agent, task_id) IN ({doomed}))",
+        }
+        for name, query in queries.items():
+            counts[name] = int(self._conn.execute(query, args).fetchone()[0])
+        if dry_run or not counts["tasks"]:
+            return counts
+        with self._transaction() as conn:
+            conn.execute(
+                "DELETE FROM push_attempts WHERE outbox_id IN (SELECT id FROM push_outbox"
+                f" WHERE (agent, task_id) IN ({doomed}))",
+                args,
+            )
+            for table, column in (
+                ("push_outbox", "task_id"),
+                ("push_configs", "task_id"),
+                ("task_events", "task_id"),
+            ):
+                conn.execute(f"DELETE FROM {table} WHERE (agent, {column}) IN ({doomed})", args)
+            conn.execute(f"DELETE FROM tasks WHERE (agent, id) IN ({doomed})", args)
+        return counts
+
     # --- push notification configs -----------------------------------------
 
     def save_push_config(self, agent: str, owner: str, config: TaskPushNotificationConfig) -> None:

@@ -1,0 +1,239 @@
+"""The operator commands: make-executor, card, prune, serve, deliveries."""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import click
+
+from ..config import ConfigError, Settings, build_app, load_settings
+from ..protocol import utcnow
+from ..server.cards import card_problems
+from ..store import TaskStore
+
+__all__ = ["card", "deliveries", "make_executor", "prune", "serve"]
+
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    help="The configuration file (default: $A2A_TRIO_CONFIG or ./a2a.toml).",
+)
+
+
+def _settings(config_path: Path | None) -> Settings:
+    try:
+        return load_settings(config_path)
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from None
+
+
+def _store(settings: Settings) -> TaskStore:
+    return TaskStore(settings.storage.path, secret_key=settings.storage.secret_key)
+
+
+SKELETON = '''"""The {name} agent: replace the echo with your agent's work."""
+
+from __future__ import annotations
+
+from a2a_trio import (
+    AgentCapabilities,
+    AgentCard,
+    AgentExecutor,
+    AgentSkill,
+    EventQueue,
+    RequestContext,
+    TaskUpdater,
+)
+
+
+class {name}Executor(AgentExecutor):
+    """Answers every message with a completed task that echoes its text."""
+
+    async def execute(self, context: RequestContext, queue: EventQueue) -> None:
+        updater = TaskUpdater(queue, context.task_id, context.context_id)
+        if context.current_task is None:
+            await updater.submit()
+        await updater.start_work()
+        await updater.add_artifact(context.user_text(), name="answer")
+        await updater.complete()
+
+
+def card() -> AgentCard:
+    """The {name} agent's card; supportedInterfaces is filled in when served."""
+    return AgentCard(
+        name="{name}",
+        description="The {name} agent.",
+        version="0.1.0",
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[
+            AgentSkill(
+                id="{module}",
+                name="{name}",
+                description="Echoes what it is told.",
+                tags=["{module}"],
+            )
+        ],
+    )
+'''
+
+
+@click.command("make-executor")
+@click.argument("name")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path),
+    default=Path("a2a_agents"),
+    show_default=True,
+    help="The application's A2A folder.",
+)
+def make_executor(name: str, directory: Path) -> None:
+    """Write a skeleton NAMEExecutor (an echo agent that runs as is).
+
+    Exits 1 without touching anything when the file exists.
+    """
+    if not re.match(r"^[A-Z][A-Za-z0-9]*$", name) or keyword.iskeyword(name):
+        raise click.UsageError(f"NAME must be a CamelCase identifier like Hello, not {name!r}")
+    module = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    target = directory / f"{module}.py"
+    if target.exists():
+        click.echo(f"{target} exists; not overwriting it", err=True)
+        raise SystemExit(1)
+    directory.mkdir(parents=True, exist_ok=True)
+    package = directory / "__init__.py"
+    if not package.exists():
+        package.write_text('"""The application\'s A2A agents."""\n')
+    target.write_text(SKELETON.format(name=name, module=module))
+    import_path = ".".join(directory.parts) + f".{module}"
+    click.echo(f"wrote {target}")
+    click.echo(
+        f"mount it with: app.mount('/{module}', card={import_path}.card(), "
+        f"executor={import_path}.{name}Executor(), name='{module}')"
+    )
+    click.echo(
+        f'or in a2a.toml: executor = "{import_path}:{name}Executor", card = "{import_path}:card"'
+    )
+
+
+@click.command()
+@click.argument("agent", required=False)
+@config_option
+@click.option(
+    "--base-url",
+    default=None,
+    help="The address the card is served at (default: server.public_url or http://127.0.0.1:8000).",
+)
+def card(agent: str | None, config_path: Path | None, base_url: str | None) -> None:
+    """Print an agent's card exactly as served, and validate it.
+
+    AGENT is the agent's name (default: the agent owning the root card).
+    Exits 1 and lists the problems when the card is invalid.
+    """
+    settings = _settings(config_path)
+    try:
+        app = build_app(settings)
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from None
+    if agent is None:
+        agent = next((n for n, m in app.mounts.items() if m.well_known), next(iter(app.mounts)))
+    if agent not in app.mounts:
+        raise click.UsageError(f"no agent named {agent!r}; agents: {', '.join(app.mounts)}")
+    base = base_url or settings.server.public_url or "http://127.0.0.1:8000"
+    served = app.card_for(agent, base)
+    click.echo(json.dumps(served.to_wire(), indent=2))
+    problems = card_problems(served)
+    if problems:
+        click.echo(f"\nthe card of {agent} is invalid:", err=True)
+        for problem in problems:
+            click.echo(f"  - {problem}", err=True)
+        raise SystemExit(1)
+    click.echo(f"\nthe card of {agent} is valid", err=True)
+
+
+@click.command()
+@click.option("--days", type=click.IntRange(min=0), default=7, show_default=True)
+@click.option("--dry-run", is_flag=True, help="Count what would go; delete nothing.")
+@config_option
+def prune(days: int, dry_run: bool, config_path: Path | None) -> None:
+    """Delete finished tasks older than DAYS, with their events, configs and deliveries."""
+    store = _store(_settings(config_path))
+    try:
+        counts = store.prune(utcnow() - timedelta(days=days), dry_run=dry_run)
+    finally:
+        store.close()
+    verb = "would remove" if dry_run else "removed"
+    click.echo(
+        f"{verb} {counts['tasks']} tasks, {counts['events']} events, "
+        f"{counts['push_configs']} push configs, {counts['notifications']} notifications "
+        f"and {counts['attempts']} delivery attempts (finished more than {days} days ago)"
+    )
+
+
+@click.command()
+@click.option("--bind", default="127.0.0.1:8000", show_default=True, help="host:port to listen on.")
+@config_option
+def serve(bind: str, config_path: Path | None) -> None:
+    """Serve the configured agents with hypercorn's trio worker (Ctrl+C stops)."""
+    import trio
+    from hypercorn.config import Config
+    from hypercorn.trio import serve as hypercorn_serve
+
+    try:
+        app = build_app(_settings(config_path))
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from None
+    config = Config()
+    config.bind = [bind]
+    click.echo(f"serving {', '.join(app.mounts)} on http://{bind}")
+    try:
+        trio.run(hypercorn_serve, app, config)
+    except KeyboardInterrupt:
+        click.echo("stopped")
+
+
+@click.command(context_settings={"ignore_unknown_options": False})
+@click.argument("args", nargs=-1)
+@config_option
+def deliveries(args: tuple[str, ...], config_path: Path | None) -> None:
+    """List webhook deliveries (all, or of TASK); `deliveries retry ID` re-queues one.
+
+    \b
+    a2a-trio deliveries [TASK]
+    a2a-trio deliveries retry ID
+    """
+    store = _store(_settings(config_path))
+    try:
+        if args and args[0] == "retry":
+            if len(args) != 2 or not args[1].isdigit():
+                raise click.UsageError("usage: a2a-trio deliveries retry ID")
+            if not store.requeue_notification(int(args[1])):
+                click.echo(f"no failed delivery {args[1]}", err=True)
+                raise SystemExit(1)
+            click.echo(f"delivery {args[1]} queued again; the server delivers it shortly")
+            return
+        if len(args) > 1:
+            raise click.UsageError("usage: a2a-trio deliveries [TASK]")
+        rows = store.deliveries(task_id=args[0] if args else None)
+    finally:
+        store.close()
+    if not rows:
+        click.echo("no deliveries")
+        return
+    for row in rows:
+        click.echo(
+            f"{row.id:>6}  {row.state:<9} task {row.task_id}  event {row.seq}  "
+            f"config {row.config_id}  attempts {row.attempts_made}"
+            + (f"  last error: {row.last_error}" if row.last_error else "")
+        )
+        for attempt in row.attempts:
+            outcome = f"HTTP {attempt.status}" if attempt.status else attempt.error or "?"
+            click.echo(
+                f"        #{attempt.number} {attempt.at}  {outcome}  {attempt.duration_ms:.0f} ms"
+            )

@@ -1,0 +1,222 @@
+"""Client verbs: talk to any A2A agent from the terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+import httpx
+import trio
+
+from ..client import A2AClient, text_of
+from ..protocol import A2AError, ProtoModel, SendMessageConfiguration, StreamResponse, TaskState
+from ..server.cards import card_problems
+
+__all__ = ["cancel", "discover", "get", "list_tasks", "send", "subscribe"]
+
+T = TypeVar("T")
+BINDING_NAMES = {"jsonrpc": "JSONRPC", "rest": "HTTP+JSON"}
+
+
+def _connection(command: Callable[..., Any]) -> Callable[..., Any]:
+    """URL argument plus the options every client verb shares."""
+    command = click.option(
+        "--binding",
+        type=click.Choice(sorted(BINDING_NAMES)),
+        help="Use this binding (default: JSON-RPC if the agent offers it).",
+    )(command)
+    command = click.option(
+        "-H",
+        "--header",
+        "headers",
+        multiple=True,
+        help="An extra request header, 'Name: value' (authentication, say).",
+    )(command)
+    command = click.option("--json", "as_json", is_flag=True, help="Print raw ProtoJSON.")(command)
+    return click.argument("url")(command)
+
+
+def _run(function: Callable[..., Awaitable[T]]) -> Callable[..., T]:
+    @wraps(function)
+    def runner(*args: Any, **kwargs: Any) -> T:
+        try:
+            return trio.run(lambda: function(*args, **kwargs))
+        except A2AError as error:
+            click.echo(f"error {error.code} {type(error).__name__}: {error.message}", err=True)
+            raise SystemExit(1) from None
+        except (httpx.HTTPError, ValueError) as error:
+            click.echo(f"error: {error}", err=True)
+            raise SystemExit(1) from None
+
+    return runner
+
+
+async def _connect(url: str, binding: str | None, headers: tuple[str, ...]) -> A2AClient:
+    extra = {}
+    for header in headers:
+        name, sep, value = header.partition(":")
+        if not sep:
+            raise click.UsageError(f"a header is 'Name: value', not {header!r}")
+        extra[name.strip()] = value.strip()
+    prefer = [BINDING_NAMES[binding]] if binding else ["JSONRPC", "HTTP+JSON"]
+    return await A2AClient.connect(url, prefer=prefer, headers=extra)
+
+
+def _print(model: ProtoModel, as_json: bool, human: str) -> None:
+    click.echo(model.to_json() if as_json else human)
+
+
+def _describe(event: StreamResponse) -> str:
+    if event.task is not None:
+        task = event.task
+        text = text_of(task)
+        return f"task {task.id} {task.status.state.value}" + (f": {text}" if text else "")
+    if event.status_update is not None:
+        status = event.status_update.status
+        note = text_of(status.message) if status.message else ""
+        return f"status {status.state.value}" + (f": {note}" if note else "")
+    if event.artifact_update is not None:
+        return f"artifact: {text_of(event)}"
+    assert event.message is not None
+    return f"message: {text_of(event.message)}"
+
+
+async def _relay(events: AsyncIterator[StreamResponse], as_json: bool) -> None:
+    async for event in events:
+        _print(event, as_json, _describe(event))
+        sys.stdout.flush()
+
+
+@click.command()
+@_connection
+@click.argument("text")
+@click.option("--stream", is_flag=True, help="Stream the events as they happen.")
+@click.option("--task", "task_id", help="Continue this task.")
+@click.option("--context", "context_id", help="Send within this context.")
+@click.option("--no-wait", is_flag=True, help="Return as soon as the task exists.")
+@_run
+async def send(
+    url: str,
+    text: str,
+    stream: bool,
+    task_id: str | None,
+    context_id: str | None,
+    no_wait: bool,
+    binding: str | None,
+    headers: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Send TEXT to the agent at URL; prints the answer (or each event with --stream)."""
+    configuration = SendMessageConfiguration(return_immediately=True) if no_wait else None
+    async with await _connect(url, binding, headers) as client:
+        events = client.send(
+            text,
+            stream=stream,
+            task_id=task_id,
+            context_id=context_id,
+            configuration=configuration,
+        )
+        await _relay(events, as_json)
+
+
+@click.command()
+@_connection
+@click.argument("task_id")
+@click.option("--history", "history_length", type=int, help="At most this many messages.")
+@_run
+async def get(
+    url: str,
+    task_id: str,
+    history_length: int | None,
+    binding: str | None,
+    headers: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Show task TASK_ID."""
+    async with await _connect(url, binding, headers) as client:
+        task = await client.get_task(task_id, history_length=history_length)
+        _print(task, as_json, _describe(StreamResponse(task=task)))
+
+
+@click.command("list")
+@_connection
+@click.option("--context", "context_id")
+@click.option("--state", help="A task state, e.g. working or TASK_STATE_COMPLETED.")
+@click.option("--page-size", type=click.IntRange(1, 100))
+@click.option("--page-token")
+@_run
+async def list_tasks(
+    url: str,
+    context_id: str | None,
+    state: str | None,
+    page_size: int | None,
+    page_token: str | None,
+    binding: str | None,
+    headers: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """List your tasks at URL, most recent first."""
+    status = TaskState.parse(state) if state else None
+    async with await _connect(url, binding, headers) as client:
+        page = await client.list_tasks(
+            context_id=context_id, status=status, page_size=page_size, page_token=page_token
+        )
+        lines = [f"{t.id}  {t.status.state.value}  context {t.context_id}" for t in page.tasks]
+        summary = f"{len(page.tasks)} of {page.total_size} tasks"
+        if page.next_page_token:
+            summary += f"; next page: --page-token {page.next_page_token}"
+        _print(page, as_json, "\n".join([*lines, summary]))
+
+
+@click.command()
+@_connection
+@click.argument("task_id")
+@_run
+async def cancel(
+    url: str, task_id: str, binding: str | None, headers: tuple[str, ...], as_json: bool
+) -> None:
+    """Cancel task TASK_ID."""
+    async with await _connect(url, binding, headers) as client:
+        task = await client.cancel_task(task_id)
+        _print(task, as_json, _describe(StreamResponse(task=task)))
+
+
+@click.command()
+@_connection
+@click.argument("task_id")
+@click.option("--last-event-id", help="Resume after this event id.")
+@_run
+async def subscribe(
+    url: str,
+    task_id: str,
+    last_event_id: str | None,
+    binding: str | None,
+    headers: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Follow task TASK_ID until it ends, printing each event."""
+    async with await _connect(url, binding, headers) as client:
+        await _relay(client.subscribe(task_id, last_event_id=last_event_id), as_json)
+
+
+@click.command()
+@click.argument("url")
+@click.option("-H", "--header", "headers", multiple=True, help="An extra header, 'Name: value'.")
+@_run
+async def discover(url: str, headers: tuple[str, ...]) -> None:
+    """Fetch the card of the agent at URL, print it and validate it (exit 1 if invalid)."""
+    extra = dict(h.split(":", 1) for h in headers if ":" in h)
+    async with httpx.AsyncClient(headers={k.strip(): v.strip() for k, v in extra.items()}) as http:
+        card = await A2AClient.fetch_card(url, http)
+    click.echo(json.dumps(card.to_wire(), indent=2))
+    problems = card_problems(card)
+    if problems:
+        click.echo("\nthe card is invalid:", err=True)
+        for problem in problems:
+            click.echo(f"  - {problem}", err=True)
+        raise SystemExit(1)
+    click.echo("\nthe card is valid", err=True)
