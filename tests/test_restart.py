@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from .conftest import VERSION_HEADERS, user_message
-from .test_sdk_interop import ServerProcess
+from .servers import ServerProcess
 
 REQUEST_TIMEOUT = 10.0
 WORKING_TIMEOUT = 10.0

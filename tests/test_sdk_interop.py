@@ -10,18 +10,12 @@ on HTTP+JSON and expects the same answers from both.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import TypeVar
 
 import httpx
 import pytest
@@ -42,6 +36,8 @@ from a2a.types import (
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
+from .servers import ServerProcess
+
 REPO = Path(__file__).resolve().parent.parent
 APP = "tests.scripted_app:app"
 CARD_PATH = "/.well-known/agent-card.json"
@@ -56,99 +52,6 @@ T = TypeVar("T")
 
 
 # --- the server process ---------------------------------------------------------
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@dataclass
-class ServerProcess:
-    """``tests.scripted_app:app`` served by hypercorn in a child process."""
-
-    database: Path
-    log_path: Path
-    port: int
-    process: subprocess.Popen[bytes]
-    _log: IO[bytes]
-
-    @classmethod
-    def start(cls, database: Path, log_path: Path) -> ServerProcess:
-        """Start the server on ``database`` and return once its card answers."""
-        port = free_port()
-        log = log_path.open("ab")
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hypercorn",
-                "--worker-class",
-                "trio",
-                "-b",
-                f"127.0.0.1:{port}",
-                APP,
-            ],
-            cwd=REPO,
-            env={**os.environ, "A2A_TRIO_DATABASE": str(database)},
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        server = cls(database, log_path, port, process, log)
-        try:
-            server._wait_until_ready()
-        except BaseException:
-            server.stop()
-            raise
-        return server
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def output(self) -> str:
-        """What the server printed so far (the child writes the log file directly)."""
-        return self.log_path.read_text(errors="replace")
-
-    def _wait_until_ready(self) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(
-                    f"the server exited with {self.process.returncode} before answering:\n"
-                    + self.output()
-                )
-            try:
-                response = httpx.get(self.url + CARD_PATH, timeout=1.0, trust_env=False)
-            except httpx.TransportError:
-                time.sleep(0.05)
-                continue
-            if response.status_code == 200:
-                return
-            time.sleep(0.05)
-        pytest.fail(f"the server did not answer within {STARTUP_TIMEOUT} s:\n" + self.output())
-
-    def kill(self) -> int:
-        """SIGKILL: the process gets no chance to clean up. Returns its exit status."""
-        self.process.send_signal(signal.SIGKILL)
-        status = self.process.wait(STOP_TIMEOUT)
-        self._log.close()
-        return status
-
-    def stop(self) -> None:
-        """Terminate (graceful shutdown), killing the process if it does not end in time."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT)
-        self._log.close()
 
 
 @pytest.fixture(scope="module")

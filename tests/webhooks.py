@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,13 +26,9 @@ from typing import Any
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
+from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPResponseStartEvent, Scope
 
 __all__ = ["Received", "Reply", "WebhookReceiver", "webhook_receiver"]
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -120,7 +116,9 @@ class WebhookReceiver:
 
     # --- the ASGI app -------------------------------------------------------------
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(
+        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
         if scope["type"] == "lifespan":
             while True:
                 message = await receive()
@@ -134,10 +132,10 @@ class WebhookReceiver:
         body = bytearray()
         while True:
             message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
+            if message["type"] != "http.request":
+                return  # the sender went away
+            body += message["body"]
+            if not message["more_body"]:
                 break
         headers: dict[str, str] = {}
         for raw_name, raw_value in scope["headers"]:
@@ -158,10 +156,13 @@ class WebhookReceiver:
             await trio.sleep(reply.delay)
         response_headers = [(b"content-length", str(len(reply.body)).encode())]
         response_headers += [(k.encode(), v.encode()) for k, v in reply.headers.items()]
-        await send(
-            {"type": "http.response.start", "status": reply.status, "headers": response_headers}
-        )
-        await send({"type": "http.response.body", "body": reply.body})
+        start: HTTPResponseStartEvent = {
+            "type": "http.response.start",
+            "status": reply.status,
+            "headers": response_headers,
+        }
+        await send(start)
+        await send({"type": "http.response.body", "body": reply.body, "more_body": False})
         received.answered_at = trio.current_time()
         self._changed()
 

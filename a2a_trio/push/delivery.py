@@ -11,6 +11,7 @@ is due, so pending rows are picked up after a restart too.
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -37,9 +38,9 @@ class _PinnedTransport(httpx.AsyncBaseTransport):
     certificate against that name (SNI), while the socket goes to ``address``.
     """
 
-    def __init__(self, address: str | None) -> None:
+    def __init__(self, address: str | None, ssl_context: ssl.SSLContext) -> None:
         self._address = address
-        self._inner = httpx.AsyncHTTPTransport(retries=0)
+        self._inner = httpx.AsyncHTTPTransport(retries=0, verify=ssl_context)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self._address is not None:
@@ -61,27 +62,28 @@ class _Clients:
             OrderedDict()
         )
         self._limit = limit
-        self._retired: list[httpx.AsyncClient] = []
+        # Building an SSL context costs tens of milliseconds of CPU: once is enough.
+        self._ssl_context = httpx.create_ssl_context()
 
-    def get(self, target: ScreenedTarget) -> httpx.AsyncClient:
+    async def get(self, target: ScreenedTarget) -> httpx.AsyncClient:
         key = (target.scheme, target.host, target.port, target.address)
         client = self._clients.get(key)
-        if client is None:
-            client = httpx.AsyncClient(
-                transport=_PinnedTransport(target.address), follow_redirects=False
-            )
-            self._clients[key] = client
-            if len(self._clients) > self._limit:
-                self._retired.append(self._clients.popitem(last=False)[1])
-        else:
+        if client is not None:
             self._clients.move_to_end(key)
+            return client
+        client = httpx.AsyncClient(
+            transport=_PinnedTransport(target.address, self._ssl_context), follow_redirects=False
+        )
+        self._clients[key] = client
+        if len(self._clients) > self._limit:
+            _, evicted = self._clients.popitem(last=False)
+            await evicted.aclose()
         return client
 
     async def aclose(self) -> None:
-        for client in [*self._clients.values(), *self._retired]:
+        for client in self._clients.values():
             await client.aclose()
         self._clients.clear()
-        self._retired.clear()
 
 
 class PushDispatcher:
@@ -141,6 +143,10 @@ class PushDispatcher:
     async def _run_lane(self, lane: Lane) -> None:
         try:
             await self._drain(lane)
+        except Exception:
+            # One lane's surprise must not stop every other delivery (or the app):
+            # its rows stay pending and the next pass retries them.
+            log.exception("push lane %s/%s/%s failed", lane.agent, lane.task_id, lane.config_id)
         finally:
             self._active.discard(lane)
 
@@ -162,12 +168,15 @@ class PushDispatcher:
 
     async def _drain(self, lane: Lane) -> None:
         """Deliver the lane's rows one by one, oldest first, until none is pending."""
+        waited = False
         while (notification := self.store.next_notification(lane)) is not None:
             due_in = notification.next_attempt_at - self._wall_clock()
-            if due_in > 0:
+            if due_in > 0 and not waited:
+                # A row found waiting (after a restart, say) waits out its due time.
                 await trio.sleep(min(due_in, self.settings.max_wait))
             decision = await self._attempt(notification)
-            if decision.outcome == "retry":
+            waited = decision.outcome == "retry"
+            if waited:
                 # The wait runs on trio's clock; the stored due time serves a restart.
                 await trio.sleep(decision.wait)
 
@@ -227,7 +236,7 @@ class PushDispatcher:
     async def _post(
         self, target: ScreenedTarget, payload: str, headers: dict[str, str], attempt: int
     ) -> tuple[Decision, int | None]:
-        client = self._clients.get(target)
+        client = await self._clients.get(target)
         with trio.move_on_after(self.settings.timeout) as deadline:
             try:
                 response = await client.post(

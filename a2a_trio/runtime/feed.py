@@ -25,8 +25,12 @@ class TaskFeed:
     """The live view of one task: snapshot, recent events and a wake-up."""
 
     def __init__(self, snapshot: Task | None, last_seq: int, *, window: int = 256) -> None:
+        #: The task as readers may see it (published).
         self.snapshot = snapshot
+        #: The task as recorded: ahead of ``snapshot`` while events are held.
+        self.current = snapshot
         self.last_seq = last_seq
+        self._held: list[tuple[int, Task, StreamResponse | None]] = []
         self._recent: deque[FeedItem] = deque()
         self._window = window
         # Streamed events up to this sequence are no longer in the window.
@@ -41,8 +45,33 @@ class TaskFeed:
         """Set at the next publish (or :meth:`notify`); take it before checking state."""
         return self._wakeup
 
+    def record(
+        self, seq: int, snapshot: Task, response: StreamResponse | None, *, hold: bool = False
+    ) -> None:
+        """A committed event: publish it now, or hold it (and all after it) until released."""
+        self.current = snapshot
+        if hold or self._held:
+            self._held.append((seq, snapshot, response))
+        else:
+            self.publish(seq, snapshot, response)
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._held)
+
+    def release(self) -> None:
+        """Publish the held events, in order."""
+        held, self._held = self._held, []
+        for seq, snapshot, response in held:
+            self.publish(seq, snapshot, response)
+
+    def reset(self, snapshot: Task) -> None:
+        """Take the stored task as both the current and the published state."""
+        self.snapshot = self.current = snapshot
+
     def publish(self, seq: int, snapshot: Task, response: StreamResponse | None) -> None:
         """Make a committed event visible. ``response`` is None for history-only rows."""
+        self.current = self.current if self._held else snapshot
         self.snapshot = snapshot
         self.last_seq = seq
         if _settled(snapshot):

@@ -126,8 +126,6 @@ class _LiveTask:
     lock: trio.Lock = field(default_factory=trio.Lock)
     execution: _Execution | None = None
     users: int = 0
-    #: Direct push mode: notifications were queued and are not delivered yet.
-    push_due: bool = False
 
 
 class AgentHost:
@@ -394,14 +392,14 @@ class AgentHost:
             )
             execution.settle_first()
             return False
-        live.feed.snapshot = stored.task
+        live.feed.reset(stored.task)
         message = execution.context.message
         assert message is not None
         self._append(live, add_to_history(stored.task, message), "message", message.to_json(), None)
         execution.start_seq = live.feed.last_seq
-        execution.start_snapshot = live.feed.snapshot
+        execution.start_snapshot = live.feed.current
         execution.may_resume = stored.state.is_interrupted
-        execution.context = dataclasses.replace(execution.context, current_task=live.feed.snapshot)
+        execution.context = dataclasses.replace(execution.context, current_task=live.feed.current)
         execution.settle_first()
         return True
 
@@ -429,7 +427,7 @@ class AgentHost:
                     live, TaskState.FAILED, "The server shut down before the task finished."
                 )
         elif execution.answer is None:
-            snapshot = live.feed.snapshot
+            snapshot = live.feed.current
             if snapshot is not None and snapshot.status.state in (
                 TaskState.SUBMITTED,
                 TaskState.WORKING,
@@ -496,14 +494,14 @@ class AgentHost:
         context = execution.context
         if message.role is not Role.AGENT:
             raise _EventRefused("an agent may only enqueue messages with role ROLE_AGENT")
-        if live.feed.snapshot is None:
+        if live.feed.current is None:
             # Nothing was created: this message is the whole answer (spec 3.1.1).
             execution.answer = message.model_copy(
                 update={"context_id": message.context_id or context.context_id}
             )
             execution.settle_first()
             return
-        snapshot = live.feed.snapshot
+        snapshot = live.feed.current
         if snapshot.status.state.is_final:
             raise _EventRefused("the task is in a final state")
         message = message.model_copy(
@@ -512,7 +510,7 @@ class AgentHost:
         self._append(live, add_to_history(snapshot, message), "message", message.to_json(), None)
 
     def _record_task(self, live: _LiveTask, execution: _Execution, task: Task) -> None:
-        snapshot = live.feed.snapshot
+        snapshot = live.feed.current
         if snapshot is None:
             check_executor_move(None, task.status.state, may_resume=False)
             self._create(live, execution, task)
@@ -528,7 +526,7 @@ class AgentHost:
         )
 
     def _ensure_created(self, live: _LiveTask, execution: _Execution) -> None:
-        if live.feed.snapshot is None:
+        if live.feed.current is None:
             context = execution.context
             self._create(
                 live,
@@ -564,14 +562,14 @@ class AgentHost:
             push_config=config,
             push=self.push_notifications,
         )
-        live.feed.publish(written.seq, task, response)
-        self._queued(live, written.queued)
+        live.feed.record(written.seq, task, response, hold=self._holds(written.queued))
+        self._queued(written.queued)
         execution.settle_first()
 
     def _record_status(
         self, live: _LiveTask, execution: _Execution, event: TaskStatusUpdateEvent
     ) -> None:
-        snapshot = live.feed.snapshot
+        snapshot = live.feed.current
         assert snapshot is not None
         current, requested = snapshot.status.state, event.status.state
         if execution.purpose == "cancel" and requested is TaskState.CANCELED:
@@ -589,7 +587,7 @@ class AgentHost:
             execution.may_resume = False
 
     def _record_artifact(self, live: _LiveTask, event: TaskArtifactUpdateEvent) -> None:
-        snapshot = live.feed.snapshot
+        snapshot = live.feed.current
         assert snapshot is not None
         if snapshot.status.state.is_final:
             raise _EventRefused("artifacts cannot be added to a task in a final state")
@@ -610,25 +608,29 @@ class AgentHost:
         written = self.store.append(
             self.name, snapshot, kind=kind, payload=payload, push=self.push_notifications
         )
-        live.feed.publish(written.seq, snapshot, response)
-        self._queued(live, written.queued)
+        live.feed.record(written.seq, snapshot, response, hold=self._holds(written.queued))
+        self._queued(written.queued)
 
-    def _queued(self, live: _LiveTask, notifications: int) -> None:
-        if notifications and self.push is not None:
-            if self.push.settings.queue:
-                self.push.notify()
-            else:
-                live.push_due = True
+    def _holds(self, notifications: int) -> bool:
+        # Direct push mode: an event bound for webhooks is seen by no one before
+        # the webhooks had it (see _deliver_direct).
+        return bool(notifications) and self.push is not None and not self.push.settings.queue
+
+    def _queued(self, notifications: int) -> None:
+        if notifications and self.push is not None and self.push.settings.queue:
+            self.push.notify()
 
     async def _deliver_direct(self, live: _LiveTask) -> None:
-        """Direct push mode: deliver what the last events queued before going on."""
-        if live.push_due and self.push is not None:
-            live.push_due = False
-            await self.push.flush(self.name, live.task_id)
+        """Direct push mode: deliver what the last events queued, then publish them."""
+        if live.feed.holding and self.push is not None:
+            try:
+                await self.push.flush(self.name, live.task_id)
+            finally:
+                live.feed.release()
 
     def _end(self, live: _LiveTask, state: TaskState, reason: str) -> None:
         """Host-imposed ending (CANCELED or FAILED) with the reason as status message."""
-        snapshot = live.feed.snapshot
+        snapshot = live.feed.current
         assert snapshot is not None
         check_host_ending(snapshot.status.state, state)
         event = TaskStatusUpdateEvent(
@@ -646,13 +648,13 @@ class AgentHost:
         self._append(live, apply_status(snapshot, event), "status", response.to_json(), response)
 
     def _end_if_open(self, live: _LiveTask, state: TaskState, reason: str) -> None:
-        snapshot = live.feed.snapshot
+        snapshot = live.feed.current
         if snapshot is None:
             execution = live.execution
             if execution is None or execution.answer is not None:
                 return
             self._ensure_created(live, execution)
-            snapshot = live.feed.snapshot
+            snapshot = live.feed.current
             assert snapshot is not None
         if not snapshot.status.state.is_final:
             self._end(live, state, reason)
@@ -683,7 +685,7 @@ class AgentHost:
     ) -> None:
         live.users += 1
         try:
-            snapshot = live.feed.snapshot
+            snapshot = live.feed.current
             assert snapshot is not None
             running = live.execution
             if running is not None:

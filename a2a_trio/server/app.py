@@ -142,6 +142,10 @@ class A2AApp(QuartTrio):
         owns_root = well_known if well_known is not None else self._root_card_owner is None
         public_card = resolve_card(card)
         capabilities = public_card.capabilities
+        if capabilities.push_notifications and not self.push_settings.enabled:
+            # The card must not promise what push.enabled = false switches off.
+            capabilities = capabilities.model_copy(update={"push_notifications": False})
+            public_card = public_card.model_copy(update={"capabilities": capabilities})
         card_guard = CardGuard(public_card, authenticators or {}, owner_scheme=guard)
         host = AgentHost(
             name=name,

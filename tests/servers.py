@@ -1,0 +1,132 @@
+"""A server in a child process: hypercorn serving an app module, killed as a group."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CARD_PATH = "/.well-known/agent-card.json"
+STARTUP_TIMEOUT = 30.0
+STOP_TIMEOUT = 20.0
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class ServerProcess:
+    """An app module served by hypercorn in a child process of its own session.
+
+    hypercorn serves from a worker process it spawns, so signals go to the
+    whole process group: a SIGKILL really is a crash of the server.
+    """
+
+    database: Path
+    log_path: Path
+    port: int
+    process: subprocess.Popen[bytes]
+    _log: IO[bytes]
+
+    @classmethod
+    def start(
+        cls,
+        database: Path,
+        log_path: Path,
+        *,
+        app: str = "tests.scripted_app:app",
+        env: dict[str, str] | None = None,
+    ) -> ServerProcess:
+        """Start the server on ``database`` and return once its card answers."""
+        port = free_port()
+        log = log_path.open("ab")
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hypercorn",
+                "--worker-class",
+                "trio",
+                "-b",
+                f"127.0.0.1:{port}",
+                app,
+            ],
+            cwd=REPO,
+            env={**os.environ, "A2A_TRIO_DATABASE": str(database), **(env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        server = cls(database, log_path, port, process, log)
+        try:
+            server._wait_until_ready()
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def output(self) -> str:
+        """What the server printed so far (the child writes the log file directly)."""
+        return self.log_path.read_text(errors="replace")
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(
+                    f"the server exited with {self.process.returncode} before answering:\n"
+                    + self.output()
+                )
+            try:
+                response = httpx.get(self.url + CARD_PATH, timeout=1.0, trust_env=False)
+            except httpx.TransportError:
+                time.sleep(0.05)
+                continue
+            if response.status_code == 200:
+                return
+            time.sleep(0.05)
+        pytest.fail(f"the server did not answer within {STARTUP_TIMEOUT} s:\n" + self.output())
+
+    def kill(self) -> int:
+        """SIGKILL to every process of the server at once: no chance to clean up.
+
+        Returns the exit status of the process we started.
+        """
+        os.killpg(self.process.pid, signal.SIGKILL)
+        status = self.process.wait(STOP_TIMEOUT)
+        self._log.close()
+        return status
+
+    def stop(self) -> None:
+        """Terminate (graceful shutdown), killing the process if it does not end in time."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(STOP_TIMEOUT)
+        self._log.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # whatever outlived the shutdown
