@@ -161,7 +161,10 @@ def _pem(value: str) -> str:
 
 def _authenticator(name: str, scheme: SchemeSettings) -> Authenticator:
     key = f"security_schemes.{name}"
-    verify = import_object(scheme.verify) if scheme.verify else None
+    try:
+        verify = import_object(scheme.verify) if scheme.verify else None
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ConfigError(f"{key}.verify: cannot import {scheme.verify!r}: {error}") from None
     try:
         match scheme.type:
             case "api_key":

@@ -83,6 +83,8 @@ class A2AApp(QuartTrio):
         self._owns_store = store is None
         self.mounts: dict[str, AgentMount] = {}
         self._root_card_owner: AgentMount | None = None
+        self._root_claim_explicit = False
+        self._root_route_added = False
         #: Delivers every agent's webhooks from the outbox (see a2a_trio.push).
         self.push = PushDispatcher(self.store, self.push_settings)
         self._push_scope: trio.CancelScope | None = None
@@ -116,8 +118,9 @@ class A2AApp(QuartTrio):
         """Serve an agent under ``prefix``.
 
         ``well_known`` makes this agent own ``/.well-known/agent-card.json``;
-        when unset, the first agent mounted claims it. A second explicit claim
-        is an error. Routes are named ``a2a.<name>.well-known``,
+        when no agent claims it explicitly, the first agent mounted (without
+        ``well_known=False``) owns it. A second explicit claim is an error.
+        The root route is added when the app starts. Routes are named ``a2a.<name>.well-known``,
         ``a2a.<name>.card``, ``a2a.<name>.jsonrpc`` and ``a2a.<name>.rest``.
 
         Protocol routes are protected as the card's ``securitySchemes`` and
@@ -134,11 +137,13 @@ class A2AApp(QuartTrio):
         prefix = _normalise_prefix(prefix)
         if any(m.prefix == prefix for m in self.mounts.values()):
             raise ValueError(f"prefix {prefix or '/'!r} is already mounted")
-        if well_known and self._root_card_owner is not None:
+        if well_known and self._root_claim_explicit and self._root_card_owner is not None:
             raise ValueError(
-                f"agents {self._root_card_owner.name!r} and {name!r} both claim "
+                f"well_known: agents {self._root_card_owner.name!r} and {name!r} both claim "
                 f"{WELL_KNOWN_PATH}; only one agent may own the root card"
             )
+        if self._root_route_added:
+            raise RuntimeError("agents are mounted before the app starts serving")
         owns_root = well_known if well_known is not None else self._root_card_owner is None
         public_card = resolve_card(card)
         capabilities = public_card.capabilities
@@ -168,9 +173,20 @@ class A2AApp(QuartTrio):
         )
         self.mounts[name] = mount
         if owns_root:
+            if self._root_card_owner is not None:  # an explicit claim takes over a default one
+                self._root_card_owner.well_known = False
             self._root_card_owner = mount
+            self._root_claim_explicit = bool(well_known)
         self._add_routes(mount)
         return mount
+
+    def _add_root_route(self) -> None:
+        owner = self._root_card_owner
+        if owner is None or self._root_route_added:
+            return
+        self._root_route_added = True
+        view = self.view_functions[f"a2a.{owner.name}.card"]
+        self.add_url_rule(WELL_KNOWN_PATH, f"a2a.{owner.name}.well-known", view, methods=["GET"])
 
     def _add_routes(self, mount: AgentMount) -> None:
         settings = self.a2a_settings
@@ -201,8 +217,6 @@ class A2AApp(QuartTrio):
         self.add_url_rule(
             f"{mount.prefix}{WELL_KNOWN_PATH}", f"{base}.card", card_view, methods=["GET"]
         )
-        if mount.well_known:
-            self.add_url_rule(WELL_KNOWN_PATH, f"{base}.well-known", card_view, methods=["GET"])
         # The kit (and some clients) post to the interface URL with a trailing slash.
         for suffix, endpoint in (("/jsonrpc", "jsonrpc"), ("/jsonrpc/", "jsonrpc-slash")):
             self.add_url_rule(
@@ -219,6 +233,7 @@ class A2AApp(QuartTrio):
     # --- lifespan -------------------------------------------------------------------
 
     async def _start_hosts(self) -> None:
+        self._add_root_route()
         self.store.open()  # a bad path or a newer schema stops start-up here
         await self.nursery.start(self._run_push)
         for mount in self.mounts.values():
