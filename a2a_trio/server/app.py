@@ -170,6 +170,7 @@ class A2AApp(QuartTrio):
             authenticate=authenticate or card_guard,
             extended_card=resolve_card(extended_card) if extended_card is not None else None,
             secured=card_guard.declares_security,
+            challenge=card_guard.challenge(),
         )
         self.mounts[name] = mount
         if owns_root:

@@ -214,10 +214,14 @@ class JWTAuthenticator:
     """Bearer JWT access tokens (OAuth 2.0, OpenID Connect), verified with PyJWT.
 
     Keys come from ``keys`` (PEM strings or JWK dicts) or a JWKS URL, fetched
-    with httpx and cached for ``jwks_ttl`` seconds (refetched once on an
-    unknown ``kid``). Issuer, audience, expiry and signature are checked; the
-    principal is the ``sub`` claim (or ``identifier_claim``) and its scopes
-    come from ``scope`` (space separated) or ``scp``.
+    with httpx and cached for ``jwks_ttl`` seconds. A token naming an unknown
+    ``kid`` makes the set be fetched again once (key rotation); the same
+    unknown id does not cause another fetch until the set is next refreshed,
+    so forged ids cannot make the agent hammer its identity provider. A
+    failed fetch is retried by the next token that needs it. Issuer, audience, expiry and signature are checked,
+    and a key is only tried for the algorithms of its own type. The principal
+    is the ``sub`` claim (or ``identifier_claim``); its scopes come from
+    ``scope`` (space separated) or ``scp``.
     """
 
     def __init__(
@@ -241,40 +245,51 @@ class JWTAuthenticator:
         self._static = [self._key(key) for key in keys]
         self._jwks_url = jwks_url
         self._jwks_ttl = jwks_ttl
-        self._jwks: dict[str | None, Any] = {}
+        #: Unknown kids that already caused a refetch since the last refresh.
+        self._missed: set[str] = set()
+        self._jwks: dict[str | None, _Key] = {}
         self._jwks_fetched = -float("inf")
         self._jwks_lock = trio.Lock()
         self._http = http
         if not self._static and not jwks_url:
             raise ValueError("a JWT authenticator needs keys or a jwks_url")
 
-    @staticmethod
-    def _key(key: str | Mapping[str, Any]) -> Any:
+    def _key(self, key: str | Mapping[str, Any]) -> _Key:
         if isinstance(key, Mapping):
-            return jwt.PyJWK.from_dict(dict(key)).key
-        return key
+            jwk = jwt.PyJWK.from_dict(dict(key))
+            return _Key(jwk.key, _family(jwk.key_type), jwk.key_id)
+        return _Key(key, _pem_family(key), None)
 
-    async def _jwks_keys(self, kid: str | None, *, refresh: bool) -> list[Any]:
+    async def _jwks_keys(self, kid: str | None) -> list[_Key]:
         if self._jwks_url is None:
             return []
         async with self._jwks_lock:
             stale = time.monotonic() - self._jwks_fetched > self._jwks_ttl
-            if stale or (refresh and kid not in self._jwks):
-                try:
-                    if self._http is not None:
-                        response = await self._http.get(self._jwks_url)
-                    else:
-                        async with httpx.AsyncClient(timeout=10.0) as client:
-                            response = await client.get(self._jwks_url)
-                    response.raise_for_status()
-                    keyset = jwt.PyJWKSet.from_dict(response.json())
-                    self._jwks = {key.key_id: key.key for key in keyset.keys}
-                    self._jwks_fetched = time.monotonic()
-                except (httpx.HTTPError, jwt.PyJWKSetError, ValueError) as error:
-                    log.warning("could not fetch the JWKS from %s: %s", self._jwks_url, error)
+            unknown = kid is not None and kid not in self._jwks and kid not in self._missed
+            if stale or unknown:
+                await self._fetch_jwks()
+                if kid is not None and kid not in self._jwks:
+                    self._missed.add(kid)
         if kid is not None and kid in self._jwks:
             return [self._jwks[kid]]
         return list(self._jwks.values())
+
+    async def _fetch_jwks(self) -> None:
+        assert self._jwks_url is not None
+        try:
+            if self._http is not None:
+                response = await self._http.get(self._jwks_url)
+            else:
+                async with httpx.AsyncClient(timeout=10.0) as client:
+                    response = await client.get(self._jwks_url)
+            response.raise_for_status()
+            keyset = jwt.PyJWKSet.from_dict(response.json())
+        except (httpx.HTTPError, jwt.PyJWKSetError, ValueError) as error:
+            log.warning("could not fetch the JWKS from %s: %s", self._jwks_url, error)
+            return
+        self._jwks = {k.key_id: _Key(k.key, _family(k.key_type), k.key_id) for k in keyset.keys}
+        self._jwks_fetched = time.monotonic()
+        self._missed.clear()
 
     async def authenticate(self, request: RequestCredentials) -> Principal | None:
         token = request.authorization("Bearer")
@@ -284,18 +299,24 @@ class JWTAuthenticator:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
             raise AuthenticationFailed("the bearer token is not a JWT") from None
+        algorithm = header.get("alg")
+        if algorithm not in self.algorithms:
+            raise AuthenticationFailed(f"the token's algorithm {algorithm!r} is not accepted")
+        family = _ALGORITHM_FAMILIES.get(str(algorithm))
         kid = header.get("kid")
-        candidates = self._static + await self._jwks_keys(kid, refresh=False)
-        if kid is not None and self._jwks_url and kid not in self._jwks:
-            candidates += await self._jwks_keys(kid, refresh=True)
+        candidates = [
+            key
+            for key in self._static + await self._jwks_keys(kid)
+            if key.family is None or key.family == family
+        ]
         claims = None
-        last_error = "no key verifies the token"
+        last_error = "no key of this agent verifies the token"
         for key in candidates:
             try:
                 claims = jwt.decode(
                     token,
-                    key,
-                    algorithms=self.algorithms,
+                    key.key,
+                    algorithms=[str(algorithm)],
                     audience=self.audience,
                     issuer=self.issuer,
                     leeway=self.leeway,
@@ -306,7 +327,8 @@ class JWTAuthenticator:
                 raise AuthenticationFailed("the token has expired") from None
             except (jwt.InvalidAudienceError, jwt.InvalidIssuerError) as error:
                 raise AuthenticationFailed(f"the token is not for this agent: {error}") from None
-            except jwt.PyJWTError as error:
+            except (jwt.PyJWTError, TypeError, ValueError) as error:
+                # TypeError/ValueError: a key PyJWT cannot use for this algorithm.
                 last_error = str(error)
         if claims is None:
             raise AuthenticationFailed(f"the token is not valid: {last_error}")
@@ -319,6 +341,44 @@ class JWTAuthenticator:
 
     def challenge(self) -> str:
         return 'Bearer realm="a2a", error="invalid_token"'
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    key: Any
+    #: "RSA", "EC" or "OKP"; None when unknown (then tried for any algorithm).
+    family: str | None
+    kid: str | None
+
+
+_ALGORITHM_FAMILIES = {
+    **{f"{p}{n}": "RSA" for p in ("RS", "PS") for n in (256, 384, 512)},
+    **{f"ES{n}": "EC" for n in (256, 384, 512)},
+    "ES256K": "EC",
+    "EdDSA": "OKP",
+    **{f"HS{n}": "oct" for n in (256, 384, 512)},
+}
+
+
+def _family(key_type: str | None) -> str | None:
+    return key_type if key_type in ("RSA", "EC", "OKP", "oct") else None
+
+
+def _pem_family(pem: str) -> str | None:
+    from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    try:
+        loaded = load_pem_public_key(pem.encode())
+    except ValueError:
+        return None
+    if isinstance(loaded, rsa.RSAPublicKey):
+        return "RSA"
+    if isinstance(loaded, ec.EllipticCurvePublicKey):
+        return "EC"
+    if isinstance(loaded, ed25519.Ed25519PublicKey | ed448.Ed448PublicKey):
+        return "OKP"
+    return None
 
 
 class MutualTLSAuthenticator:
@@ -386,23 +446,27 @@ class CardGuard:
     def declares_security(self) -> bool:
         return bool(self._authenticators)
 
-    def _challenge(self) -> str:
-        return ", ".join(a.challenge() for a in self._authenticators.values())
-
     async def __call__(self, request: RequestCredentials) -> Principal:
-        """The caller, or UnauthenticatedError / ForbiddenError."""
+        """The caller, or UnauthenticatedError / ForbiddenError.
+
+        Every scheme is tried; a requirement is met when all its schemes
+        authenticated (a scheme that refused its credentials only fails the
+        requirements that need it).
+        """
         found: dict[str, Principal] = {}
+        failures: dict[str, str] = {}
         for name, authenticator in self._authenticators.items():
             try:
                 principal = await authenticator.authenticate(request)
             except AuthenticationFailed as failure:
-                raise _unauthenticated(f"{name}: {failure}", self._challenge()) from None
+                failures[name] = str(failure)
+                continue
             if principal is not None:
                 found[name] = principal
         if not self.protected:
+            if failures and not found:
+                raise self._refusal(failures)
             return self._owner(found, found.keys()) if found else ANONYMOUS
-        if not found:
-            raise _unauthenticated("this agent requires authentication", self._challenge())
         short_of_scopes: list[str] = []
         for requirement in self._requirements:
             if not all(name in found for name in requirement):
@@ -417,10 +481,17 @@ class CardGuard:
             short_of_scopes += lacking
         if short_of_scopes:
             raise ForbiddenError("missing scope(s): " + "; ".join(short_of_scopes))
-        raise _unauthenticated(
-            "the credentials presented satisfy none of this agent's security requirements",
-            self._challenge(),
-        )
+        raise self._refusal(failures)
+
+    def challenge(self) -> str:
+        """The ``WWW-Authenticate`` value naming every scheme of the card."""
+        return ", ".join(a.challenge() for a in self._authenticators.values())
+
+    def _refusal(self, failures: Mapping[str, str]) -> UnauthenticatedError:
+        if failures:
+            detail = "; ".join(f"{name}: {reason}" for name, reason in failures.items())
+            return _unauthenticated(detail, self.challenge())
+        return _unauthenticated("this agent requires authentication", self.challenge())
 
     def _owner(self, found: Mapping[str, Principal], used: Iterable[str]) -> Principal:
         if self._owner_scheme is not None and self._owner_scheme in found:

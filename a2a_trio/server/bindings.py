@@ -158,10 +158,16 @@ def _event_stream(
 
 
 async def _perform(
-    request: Request, mount: AgentMount, settings: ServerSettings, call: Call
+    request: Request, mount: AgentMount, settings: ServerSettings, parse: Callable[[], Call]
 ) -> Outcome:
-    """Authenticate the caller and run the operation: the part both bindings share."""
+    """Authenticate the caller, then resolve and run the operation.
+
+    This is the part both bindings share. Authentication comes before the
+    operation is even resolved, so an unauthenticated caller learns nothing
+    of methods, routes or parameters.
+    """
     caller = await mount.authenticate(credentials_of(request))
+    call = parse()
     return await mount.dispatch(
         call,
         caller,
@@ -203,7 +209,7 @@ async def handle_jsonrpc(request: Request, mount: AgentMount, settings: ServerSe
         envelope = parse_jsonrpc(await _read_body(request, settings.max_body_bytes))
         request_id = envelope.id
         negotiate_version(_version(request))
-        outcome = await _perform(request, mount, settings, resolve_method(envelope))
+        outcome = await _perform(request, mount, settings, lambda: resolve_method(envelope))
     except A2AError as error:
         return _jsonrpc_error(getattr(error, "request_id", request_id), error)
     except Exception:
@@ -243,8 +249,10 @@ async def handle_rest(
                     f"Request bodies must be sent as {JSON_CONTENT_TYPE}, "
                     f"not {declared or 'an undeclared type'}"
                 )
-        call = parse_rest(request.method, path, request.args.to_dict(), body)
-        outcome = await _perform(request, mount, settings, call)
+        query = request.args.to_dict()
+        outcome = await _perform(
+            request, mount, settings, lambda: parse_rest(request.method, path, query, body)
+        )
     except A2AError as error:
         return _rest_error(error)
     except Exception:

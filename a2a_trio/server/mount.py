@@ -50,6 +50,8 @@ class AgentMount:
     #: True when the card declares security schemes: the extended card then
     #: goes only to authenticated callers.
     secured: bool = False
+    #: The ``WWW-Authenticate`` challenge of the card's schemes.
+    challenge: str = ""
 
     @property
     def public_card(self) -> AgentCard:
@@ -73,7 +75,9 @@ class AgentMount:
         if not self.public_card.capabilities.extended_agent_card:
             raise UnsupportedOperationError("This agent does not offer an extended agent card")
         if self.secured and not caller.authenticated:
-            raise UnauthenticatedError("The extended agent card is for authenticated callers")
+            error = UnauthenticatedError("The extended agent card is for authenticated callers")
+            error.challenge = self.challenge  # type: ignore[attr-defined]
+            raise error
         if self.extended_card is None:
             raise ExtendedAgentCardNotConfiguredError(
                 "This agent declares an extended agent card but none is configured"
