@@ -218,10 +218,11 @@ class JWTAuthenticator:
     ``kid`` makes the set be fetched again once (key rotation); the same
     unknown id does not cause another fetch until the set is next refreshed,
     so forged ids cannot make the agent hammer its identity provider. A
-    failed fetch is retried by the next token that needs it. Issuer, audience, expiry and signature are checked,
-    and a key is only tried for the algorithms of its own type. The principal
-    is the ``sub`` claim (or ``identifier_claim``); its scopes come from
-    ``scope`` (space separated) or ``scp``.
+    failed fetch is retried by the next token that needs it. Issuer, audience,
+    expiry and signature are checked, and a key is only tried for the
+    algorithms of its own type. The principal is the ``sub`` claim (or
+    ``identifier_claim``); its scopes come from ``scope`` (space separated)
+    or ``scp``.
     """
 
     def __init__(
