@@ -9,6 +9,7 @@ app described by ``a2a.toml`` (or the bundled echo agent), built on first use.
 from __future__ import annotations
 
 from . import protocol
+from .client import A2AClient, answer_text, text_of
 from .protocol import (
     A2AError,
     AgentCapabilities,
@@ -52,6 +53,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "A2AApp",
+    "A2AClient",
     "A2AError",
     "AgentCapabilities",
     "AgentCard",
@@ -81,9 +83,11 @@ __all__ = [
     "TaskStatusUpdateEvent",
     "TaskStore",
     "TaskUpdater",
+    "answer_text",
     "app",
     "new_agent_message",
     "protocol",
+    "text_of",
 ]
 
 

@@ -7,6 +7,8 @@ arguments, a missing directory).
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import click
@@ -23,6 +25,10 @@ __all__ = ["main"]
 @click.version_option(package_name="a2a-trio")
 def main() -> None:
     """Host and talk to A2A 1.0 agents."""
+    # Like `python -m`, let configuration import path names the application's own
+    # modules (./a2a_agents/ made by make-executor, say) from the working directory.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
 
 
 def _split(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:

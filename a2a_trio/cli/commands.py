@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import keyword
 import re
+import signal
 from datetime import timedelta
 from pathlib import Path
 
 import click
+from pydantic import ValidationError
 
 from ..config import ConfigError, Settings, build_app, load_settings
-from ..protocol import utcnow
-from ..server.cards import card_problems
+from ..protocol import AgentCard, utcnow
+from ..server.cards import ServedCard, card_problems, resolve_card
 from ..store import TaskStore
 
 __all__ = ["card", "deliveries", "make_executor", "prune", "serve"]
@@ -32,8 +34,12 @@ def _settings(config_path: Path | None) -> Settings:
         raise click.UsageError(str(error)) from None
 
 
-def _store(settings: Settings) -> TaskStore:
-    return TaskStore(settings.storage.path, secret_key=settings.storage.secret_key)
+def _store(settings: Settings) -> TaskStore | None:
+    """The configured database, or None when there is none yet (never create one here)."""
+    path = Path(settings.storage.path)
+    if not path.exists():
+        return None
+    return TaskStore(path, secret_key=settings.storage.secret_key)
 
 
 SKELETON = '''"""The {name} agent: replace the echo with your agent's work."""
@@ -137,24 +143,47 @@ def card(agent: str | None, config_path: Path | None, base_url: str | None) -> N
     Exits 1 and lists the problems when the card is invalid.
     """
     settings = _settings(config_path)
+    base = base_url or settings.server.public_url or "http://127.0.0.1:8000"
+    problems: list[str] = []
     try:
         app = build_app(settings)
     except ConfigError as error:
-        raise click.UsageError(str(error)) from None
-    if agent is None:
-        agent = next((n for n, m in app.mounts.items() if m.well_known), next(iter(app.mounts)))
-    if agent not in app.mounts:
-        raise click.UsageError(f"no agent named {agent!r}; agents: {', '.join(app.mounts)}")
-    base = base_url or settings.server.public_url or "http://127.0.0.1:8000"
-    served = app.card_for(agent, base)
+        # The app cannot be built (a card's security references, say): still
+        # show and check the card as configured, and say why it cannot be served.
+        agent, served = _configured_card(settings, agent, base)
+        problems.append(f"the agent cannot be served: {error}")
+    else:
+        if agent is None:
+            agent = next((n for n, m in app.mounts.items() if m.well_known), next(iter(app.mounts)))
+        if agent not in app.mounts:
+            raise click.UsageError(f"no agent named {agent!r}; agents: {', '.join(app.mounts)}")
+        served = app.card_for(agent, base)
     click.echo(json.dumps(served.to_wire(), indent=2))
-    problems = card_problems(served)
+    problems = card_problems(served) + problems
     if problems:
         click.echo(f"\nthe card of {agent} is invalid:", err=True)
         for problem in problems:
             click.echo(f"  - {problem}", err=True)
         raise SystemExit(1)
     click.echo(f"\nthe card of {agent} is valid", err=True)
+
+
+def _configured_card(settings: Settings, agent: str | None, base: str) -> tuple[str, AgentCard]:
+    """An agent's card straight from the settings, interfaces filled in for ``base``."""
+    configured = settings.agents
+    chosen = next((a for a in configured if a.name == agent), None) if agent else None
+    if chosen is None and agent is None and configured:
+        chosen = next((a for a in configured if a.well_known), configured[0])
+    if chosen is None:
+        names = ", ".join(a.name for a in configured) or "none"
+        raise click.UsageError(f"no agent named {agent!r}; agents: {names}")
+    try:
+        public = resolve_card(chosen.card)
+    except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
+        click.echo(f"the card of {chosen.name} cannot be read: {error}", err=True)
+        raise SystemExit(1) from None
+    prefix = "/" + chosen.prefix.strip("/") if chosen.prefix.strip("/") else ""
+    return chosen.name, ServedCard(public, prefix).complete(base)
 
 
 @click.command()
@@ -164,10 +193,13 @@ def card(agent: str | None, config_path: Path | None, base_url: str | None) -> N
 def prune(days: int, dry_run: bool, config_path: Path | None) -> None:
     """Delete finished tasks older than DAYS, with their events, configs and deliveries."""
     store = _store(_settings(config_path))
-    try:
-        counts = store.prune(utcnow() - timedelta(days=days), dry_run=dry_run)
-    finally:
-        store.close()
+    if store is None:
+        counts = dict.fromkeys(("tasks", "events", "push_configs", "notifications", "attempts"), 0)
+    else:
+        try:
+            counts = store.prune(utcnow() - timedelta(days=days), dry_run=dry_run)
+        finally:
+            store.close()
     verb = "would remove" if dry_run else "removed"
     click.echo(
         f"{verb} {counts['tasks']} tasks, {counts['events']} events, "
@@ -191,11 +223,17 @@ def serve(bind: str, config_path: Path | None) -> None:
         raise click.UsageError(str(error)) from None
     config = Config()
     config.bind = [bind]
+
+    async def until_signalled() -> None:
+        # SIGINT and SIGTERM start a graceful shutdown instead of interrupting
+        # whatever request happens to be running.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                return
+
     click.echo(f"serving {', '.join(app.mounts)} on http://{bind}")
-    try:
-        trio.run(hypercorn_serve, app, config)
-    except KeyboardInterrupt:
-        click.echo("stopped")
+    trio.run(lambda: hypercorn_serve(app, config, shutdown_trigger=until_signalled))
+    click.echo("stopped")
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -208,21 +246,27 @@ def deliveries(args: tuple[str, ...], config_path: Path | None) -> None:
     a2a-trio deliveries [TASK]
     a2a-trio deliveries retry ID
     """
+    retry = bool(args) and args[0] == "retry"
+    if retry and (len(args) != 2 or not args[1].isdigit()):
+        raise click.UsageError("usage: a2a-trio deliveries retry ID")
+    if not retry and len(args) > 1:
+        raise click.UsageError("usage: a2a-trio deliveries [TASK]")
     store = _store(_settings(config_path))
-    try:
-        if args and args[0] == "retry":
-            if len(args) != 2 or not args[1].isdigit():
-                raise click.UsageError("usage: a2a-trio deliveries retry ID")
-            if not store.requeue_notification(int(args[1])):
-                click.echo(f"no failed delivery {args[1]}", err=True)
-                raise SystemExit(1)
-            click.echo(f"delivery {args[1]} queued again; the server delivers it shortly")
-            return
-        if len(args) > 1:
-            raise click.UsageError("usage: a2a-trio deliveries [TASK]")
-        rows = store.deliveries(task_id=args[0] if args else None)
-    finally:
-        store.close()
+    if retry:
+        requeued = store is not None and store.requeue_notification(int(args[1]))
+        if store is not None:
+            store.close()
+        if not requeued:
+            click.echo(f"no failed delivery {args[1]}", err=True)
+            raise SystemExit(1)
+        click.echo(f"delivery {args[1]} queued again; the server delivers it shortly")
+        return
+    rows = []
+    if store is not None:
+        try:
+            rows = store.deliveries(task_id=args[0] if args else None)
+        finally:
+            store.close()
     if not rows:
         click.echo("no deliveries")
         return

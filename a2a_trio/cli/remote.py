@@ -56,14 +56,29 @@ def _run(function: Callable[..., Awaitable[T]]) -> Callable[..., T]:
 
 
 async def _connect(url: str, binding: str | None, headers: tuple[str, ...]) -> A2AClient:
+    extra = _headers(headers)
+    prefer = [BINDING_NAMES[binding]] if binding else ["JSONRPC", "HTTP+JSON"]
+    return await A2AClient.connect(url, prefer=prefer, headers=extra)
+
+
+def _state(value: str | None) -> TaskState | None:
+    if value is None:
+        return None
+    try:
+        state: TaskState = TaskState.parse(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+    return state
+
+
+def _headers(headers: tuple[str, ...]) -> dict[str, str]:
     extra = {}
     for header in headers:
         name, sep, value = header.partition(":")
         if not sep:
             raise click.UsageError(f"a header is 'Name: value', not {header!r}")
         extra[name.strip()] = value.strip()
-    prefer = [BINDING_NAMES[binding]] if binding else ["JSONRPC", "HTTP+JSON"]
-    return await A2AClient.connect(url, prefer=prefer, headers=extra)
+    return extra
 
 
 def _print(model: ProtoModel, as_json: bool, human: str) -> None:
@@ -73,7 +88,8 @@ def _print(model: ProtoModel, as_json: bool, human: str) -> None:
 def _describe(event: StreamResponse) -> str:
     if event.task is not None:
         task = event.task
-        text = text_of(task)
+        # The artifacts' text, or what the agent said (its question, say).
+        text = text_of(task) or (text_of(task.status.message) if task.status.message else "")
         return f"task {task.id} {task.status.state.value}" + (f": {text}" if text else "")
     if event.status_update is not None:
         status = event.status_update.status
@@ -145,14 +161,18 @@ async def get(
 @click.command("list")
 @_connection
 @click.option("--context", "context_id")
-@click.option("--state", help="A task state, e.g. working or TASK_STATE_COMPLETED.")
+@click.option(
+    "--state",
+    callback=lambda ctx, param, value: _state(value),
+    help="A task state, e.g. working or TASK_STATE_COMPLETED.",
+)
 @click.option("--page-size", type=click.IntRange(1, 100))
 @click.option("--page-token")
 @_run
 async def list_tasks(
     url: str,
     context_id: str | None,
-    state: str | None,
+    state: TaskState | None,
     page_size: int | None,
     page_token: str | None,
     binding: str | None,
@@ -160,10 +180,9 @@ async def list_tasks(
     as_json: bool,
 ) -> None:
     """List your tasks at URL, most recent first."""
-    status = TaskState.parse(state) if state else None
     async with await _connect(url, binding, headers) as client:
         page = await client.list_tasks(
-            context_id=context_id, status=status, page_size=page_size, page_token=page_token
+            context_id=context_id, status=state, page_size=page_size, page_token=page_token
         )
         lines = [f"{t.id}  {t.status.state.value}  context {t.context_id}" for t in page.tasks]
         summary = f"{len(page.tasks)} of {page.total_size} tasks"
@@ -209,8 +228,7 @@ async def subscribe(
 @_run
 async def discover(url: str, headers: tuple[str, ...]) -> None:
     """Fetch the card of the agent at URL, print it and validate it (exit 1 if invalid)."""
-    extra = dict(h.split(":", 1) for h in headers if ":" in h)
-    async with httpx.AsyncClient(headers={k.strip(): v.strip() for k, v in extra.items()}) as http:
+    async with httpx.AsyncClient(headers=_headers(headers)) as http:
         card = await A2AClient.fetch_card(url, http)
     click.echo(json.dumps(card.to_wire(), indent=2))
     problems = card_problems(card)
