@@ -859,7 +859,12 @@ def test_subscribe_to_a_finished_task_exits_1(tmp_path: Path, agent: ServerProce
     sent = {"id": post_message(agent.url, "echo over")}
     result = a2a("subscribe", agent.url, sent["id"], cwd=tmp_path)
     assert result.status == 1
-    assert result.err.startswith("error -32004 UnsupportedOperationError: ")
+    # Not a terminal: a plain progress line, then the error.
+    assert result.err.splitlines() == [
+        "waiting for the agent ...",
+        result.err.splitlines()[-1],
+    ]
+    assert result.err.splitlines()[-1].startswith("error -32004 UnsupportedOperationError: ")
 
 
 def test_discover_prints_a_valid_card_and_exits_0(tmp_path: Path, agent: ServerProcess) -> None:
@@ -1010,3 +1015,33 @@ def test_deliveries_of_an_empty_outbox_says_so(tmp_path: Path) -> None:
     result = a2a("deliveries", cwd=tmp_path, env=env)
     assert result.status == 0, result.err
     assert result.lines == ["no deliveries"]
+
+
+def test_send_shows_progress_on_a_terminal(tmp_path: Path, agent: ServerProcess) -> None:
+    """On a TTY the wait is a spinner on standard error, erased before the answer."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        process = subprocess.run(
+            [sys.executable, "-m", "a2a_trio.cli", "send", agent.url, "echo spun"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=60,
+        )
+    finally:
+        os.close(follower)
+    written = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        written += chunk
+    os.close(leader)
+    assert process.returncode == 0
+    assert b"\r| waiting for the agent" in written
+    assert process.stdout.decode().strip().endswith("TASK_STATE_COMPLETED: spun")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -101,10 +103,46 @@ def _describe(event: StreamResponse) -> str:
     return f"message: {text_of(event.message)}"
 
 
+SPINNER = "|/-\\"
+
+
+@asynccontextmanager
+async def _waiting(label: str) -> AsyncIterator[Callable[[], None]]:
+    """Progress while waiting for the agent: a spinner on a terminal, one plain
+    line otherwise. The block calls the yielded function when output begins."""
+    stream = sys.stderr
+    if not stream.isatty():
+        click.echo(f"{label} ...", err=True)
+        yield lambda: None
+        return
+
+    async def spin() -> None:
+        for frame in itertools.cycle(SPINNER):
+            stream.write(f"\r{frame} {label}")
+            stream.flush()
+            await trio.sleep(0.1)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(spin)
+
+        def done() -> None:
+            if not nursery.cancel_scope.cancel_called:
+                nursery.cancel_scope.cancel()
+                stream.write("\r" + " " * (len(label) + 2) + "\r")
+                stream.flush()
+
+        try:
+            yield done
+        finally:
+            done()
+
+
 async def _relay(events: AsyncIterator[StreamResponse], as_json: bool) -> None:
-    async for event in events:
-        _print(event, as_json, _describe(event))
-        sys.stdout.flush()
+    async with _waiting("waiting for the agent") as started:
+        async for event in events:
+            started()
+            _print(event, as_json, _describe(event))
+            sys.stdout.flush()
 
 
 @click.command()
