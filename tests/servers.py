@@ -38,7 +38,6 @@ class ServerProcess:
     whole process group: a SIGKILL really is a crash of the server.
     """
 
-    database: Path
     log_path: Path
     port: int
     process: subprocess.Popen[bytes]
@@ -54,6 +53,21 @@ class ServerProcess:
         env: dict[str, str] | None = None,
     ) -> ServerProcess:
         """Start the server on ``database`` and return once its card answers."""
+        server = cls.launch(
+            log_path, app=app, env={**os.environ, "A2A_TRIO_DATABASE": str(database), **(env or {})}
+        )
+        try:
+            server.wait_until_ready()
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    @classmethod
+    def launch(
+        cls, log_path: Path, *, app: str, env: dict[str, str], cwd: Path = REPO
+    ) -> ServerProcess:
+        """Start hypercorn serving ``app`` with exactly ``env``; do not wait for it."""
         port = free_port()
         log = log_path.open("ab")
         process = subprocess.Popen(
@@ -67,20 +81,14 @@ class ServerProcess:
                 f"127.0.0.1:{port}",
                 app,
             ],
-            cwd=REPO,
-            env={**os.environ, "A2A_TRIO_DATABASE": str(database), **(env or {})},
+            cwd=cwd,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        server = cls(database, log_path, port, process, log)
-        try:
-            server._wait_until_ready()
-        except BaseException:
-            server.stop()
-            raise
-        return server
+        return cls(log_path, port, process, log)
 
     @property
     def url(self) -> str:
@@ -90,7 +98,7 @@ class ServerProcess:
         """What the server printed so far (the child writes the log file directly)."""
         return self.log_path.read_text(errors="replace")
 
-    def _wait_until_ready(self) -> None:
+    def wait_until_ready(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -107,6 +115,15 @@ class ServerProcess:
                 return
             time.sleep(0.05)
         pytest.fail(f"the server did not answer within {STARTUP_TIMEOUT} s:\n" + self.output())
+
+    def wait_for_exit(self) -> int:
+        """The exit status of a server expected to stop by itself (bad settings, say)."""
+        try:
+            return self.process.wait(STARTUP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the server did not stop within {STARTUP_TIMEOUT} s:\n{self.output()}")
+        finally:
+            self.stop()
 
     def kill(self) -> int:
         """SIGKILL to every process of the server at once: no chance to clean up.

@@ -8,16 +8,10 @@ key, both from ``build_app`` and from the server process itself.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 import pytest
@@ -26,7 +20,7 @@ from cryptography.fernet import Fernet
 from a2a_trio.config import ConfigError, build_app, load_settings
 
 from .conftest import VERSION_HEADERS, user_message
-from .servers import CARD_PATH, REPO, STARTUP_TIMEOUT, STOP_TIMEOUT, free_port
+from .servers import CARD_PATH, REPO, ServerProcess
 
 #: The greeter comes first, so it would own the root card by default; the echo
 #: agent's explicit ``well_known = true`` takes it over.
@@ -49,98 +43,24 @@ well_known = true
 """
 
 
-@dataclass
-class Hypercorn:
-    """``hypercorn --worker-class trio a2a_trio:app`` running in ``directory``.
-
-    Unlike ``servers.ServerProcess`` (which serves from the repository), its
-    working directory is the one holding ``a2a.toml``, and it may be expected
-    to stop on its own.
-    """
-
-    directory: Path
-    port: int
-    process: subprocess.Popen[bytes]
-    _log: IO[bytes]
-
-    @classmethod
-    def launch(cls, directory: Path) -> Hypercorn:
-        port = free_port()
-        log = (directory / "server.log").open("ab")
-        env = {
-            name: value
-            for name, value in os.environ.items()
-            if name not in ("A2A_TRIO_CONFIG", "A2A_TRIO_DATABASE")
-        }
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hypercorn",
-                "--worker-class",
-                "trio",
-                "-b",
-                f"127.0.0.1:{port}",
-                "a2a_trio:app",
-            ],
-            cwd=directory,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        return cls(directory, port, process, log)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def output(self) -> str:
-        return (self.directory / "server.log").read_text(errors="replace")
-
-    def wait_until_ready(self) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"the server exited before answering:\n{self.output()}")
-            try:
-                response = httpx.get(self.url + CARD_PATH, timeout=1.0, trust_env=False)
-            except httpx.TransportError:
-                time.sleep(0.05)
-                continue
-            if response.status_code == 200:
-                return
-            time.sleep(0.05)
-        pytest.fail(f"the server did not answer within {STARTUP_TIMEOUT} s:\n{self.output()}")
-
-    def wait_for_exit(self) -> int:
-        try:
-            return self.process.wait(STARTUP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the server did not stop within {STARTUP_TIMEOUT} s:\n{self.output()}")
-        finally:
-            self.stop()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT)
-        self._log.close()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # the worker hypercorn spawned
+def launch(directory: Path) -> ServerProcess:
+    """``hypercorn --worker-class trio a2a_trio:app`` in ``directory``, as an operator runs it."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("A2A_TRIO_CONFIG", "A2A_TRIO_DATABASE")
+    }
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return ServerProcess.launch(
+        directory / "server.log", app="a2a_trio:app", env=env, cwd=directory
+    )
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hypercorn]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     directory = tmp_path_factory.mktemp("two-agents")
     (directory / "a2a.toml").write_text(TWO_AGENTS)
-    process = Hypercorn.launch(directory)
+    process = launch(directory)
     try:
         process.wait_until_ready()
         yield process
@@ -149,7 +69,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hypercorn]:
 
 
 @pytest.fixture
-def client(server: Hypercorn) -> Iterator[httpx.Client]:
+def client(server: ServerProcess) -> Iterator[httpx.Client]:
     with httpx.Client(
         base_url=server.url, headers=VERSION_HEADERS, timeout=10.0, trust_env=False
     ) as http:
@@ -174,7 +94,7 @@ def send(client: httpx.Client, prefix: str, text: str, **fields: Any) -> dict[st
 
 
 def test_the_root_card_belongs_to_the_agent_that_claims_it(
-    server: Hypercorn, client: httpx.Client
+    server: ServerProcess, client: httpx.Client
 ) -> None:
     card = client.get(CARD_PATH).json()
     assert card["name"] == "Echo Agent"
@@ -183,7 +103,7 @@ def test_the_root_card_belongs_to_the_agent_that_claims_it(
 
 @pytest.mark.parametrize(("prefix", "name"), [("/echo", "Echo Agent"), ("/greeter", "Greeter")])
 def test_each_prefix_serves_its_own_card(
-    server: Hypercorn, client: httpx.Client, prefix: str, name: str
+    server: ServerProcess, client: httpx.Client, prefix: str, name: str
 ) -> None:
     card = client.get(f"{prefix}{CARD_PATH}").json()
     assert card["name"] == name
@@ -224,11 +144,11 @@ def test_tasks_of_one_agent_are_not_found_on_the_other(
 
 
 def test_the_database_is_the_file_the_configuration_names(
-    server: Hypercorn, client: httpx.Client
+    server: ServerProcess, client: httpx.Client
 ) -> None:
     send(client, "/echo", "stored")
-    assert (server.directory / "agents.db").is_file()
-    assert not (server.directory / "a2a.db").exists()
+    assert (server.log_path.parent / "agents.db").is_file()
+    assert not (server.log_path.parent / "a2a.db").exists()
 
 
 def test_an_explicit_root_card_claim_wins_over_the_first_agents_default(
@@ -330,7 +250,7 @@ def test_production_starts_with_a_secret_key(
 )
 def test_the_server_process_stops_naming_the_key(tmp_path: Path, text: str, key: str) -> None:
     (tmp_path / "a2a.toml").write_text(text)
-    process = Hypercorn.launch(tmp_path)
+    process = launch(tmp_path)
     process.wait_for_exit()
     output = process.output()
     assert "ConfigError" in output
