@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .protocol.operations import describe_validation_error
 from .push import PushSettings
 from .runtime import HostSettings
 from .server import (
@@ -119,14 +120,6 @@ class Settings(_Section):
     agents: list[AgentSettings] = Field(default_factory=list)
 
 
-def _describe(error: ValidationError) -> str:
-    lines = []
-    for item in error.errors(include_url=False):
-        key = ".".join(str(part) for part in item["loc"])
-        lines.append(f"{key}: {item['msg']}")
-    return "; ".join(lines)
-
-
 def load_settings(path: str | Path | None = None) -> Settings:
     """Read the configuration file (if any) and apply environment overrides."""
     data: dict[str, Any] = {}
@@ -142,7 +135,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
     try:
         settings = Settings.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(f"{config_path}: {_describe(error)}") from None
+        raise ConfigError(f"{config_path}: {describe_validation_error(error)}") from None
     database = os.environ.get(DATABASE_ENV)
     if database:
         settings.storage.path = database

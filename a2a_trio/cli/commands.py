@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from ..config import ConfigError, Settings, build_app, load_settings
 from ..protocol import AgentCard, utcnow
+from ..server.app import normalise_prefix
 from ..server.cards import ServedCard, card_problems, resolve_card
 from ..store import TaskStore
 
@@ -182,8 +183,7 @@ def _configured_card(settings: Settings, agent: str | None, base: str) -> tuple[
     except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
         click.echo(f"the card of {chosen.name} cannot be read: {error}", err=True)
         raise SystemExit(1) from None
-    prefix = "/" + chosen.prefix.strip("/") if chosen.prefix.strip("/") else ""
-    return chosen.name, ServedCard(public, prefix).complete(base)
+    return chosen.name, ServedCard(public, normalise_prefix(chosen.prefix)).complete(base)
 
 
 @click.command()

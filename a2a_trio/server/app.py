@@ -42,7 +42,8 @@ def _resolve_executor(source: ExecutorSource) -> AgentExecutor:
     return value
 
 
-def _normalise_prefix(prefix: str) -> str:
+def normalise_prefix(prefix: str) -> str:
+    """A mount prefix as routes use it: ``""`` for the root, else ``/a/b``."""
     prefix = "/" + prefix.strip().strip("/")
     return "" if prefix == "/" else prefix
 
@@ -134,7 +135,7 @@ class A2AApp(QuartTrio):
             raise ValueError(f"agent name {name!r} may only hold letters, digits, '-' and '_'")
         if name in self.mounts:
             raise ValueError(f"an agent named {name!r} is already mounted")
-        prefix = _normalise_prefix(prefix)
+        prefix = normalise_prefix(prefix)
         if any(m.prefix == prefix for m in self.mounts.values()):
             raise ValueError(f"prefix {prefix or '/'!r} is already mounted")
         if well_known and self._root_claim_explicit and self._root_card_owner is not None:
