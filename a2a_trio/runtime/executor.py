@@ -88,14 +88,23 @@ class EventQueue:
 
     A bounded trio memory channel: an executor that produces faster than
     events are committed waits instead of growing memory.
+
+    :meth:`enqueue_event` is a cancellation point but yields to other tasks
+    only when the queue is full, like a write to a buffered stream: the
+    events an executor reports between two of its own waits reach the
+    recorder together and are committed in one transaction.
     """
 
     def __init__(self, send_channel: trio.MemorySendChannel[AgentEvent]) -> None:
         self._send = send_channel
 
     async def enqueue_event(self, event: AgentEvent) -> None:
-        """Hand one event to the host; waits while the queue is full."""
-        await self._send.send(event)
+        """Hand one event to the host; waits only while the queue is full."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._send.send_nowait(event)
+        except trio.WouldBlock:
+            await self._send.send(event)
 
     def enqueue_event_nowait(self, event: AgentEvent) -> None:
         """Like :meth:`enqueue_event`; raises ``trio.WouldBlock`` when full."""

@@ -31,6 +31,8 @@ class TaskFeed:
         self.current = snapshot
         self.last_seq = last_seq
         self._held: list[tuple[int, Task, StreamResponse | None]] = []
+        self._holding = False
+        self._uncommitted_from = 0
         self._recent: deque[FeedItem] = deque()
         self._window = window
         # Streamed events up to this sequence are no longer in the window.
@@ -48,22 +50,37 @@ class TaskFeed:
     def record(
         self, seq: int, snapshot: Task, response: StreamResponse | None, *, hold: bool = False
     ) -> None:
-        """A committed event: publish it now, or hold it (and all after it) until released."""
+        """A recorded event: publish it now, or hold it (and all after it) until released."""
         self.current = snapshot
-        if hold or self._held:
+        if hold or self._holding or self._held:
             self._held.append((seq, snapshot, response))
         else:
             self.publish(seq, snapshot, response)
+
+    def hold(self) -> None:
+        """Hold every event recorded from now on until :meth:`release` or :meth:`discard`.
+
+        For events written in a transaction that has not committed yet.
+        """
+        self._holding = True
+        self._uncommitted_from = len(self._held)
 
     @property
     def holding(self) -> bool:
         return bool(self._held)
 
     def release(self) -> None:
-        """Publish the held events, in order."""
+        """Publish the held events, in order, and stop holding."""
+        self._holding = False
         held, self._held = self._held, []
         for seq, snapshot, response in held:
             self.publish(seq, snapshot, response)
+
+    def discard(self) -> None:
+        """Forget the events held since :meth:`hold` (their transaction rolled back)."""
+        self._holding = False
+        del self._held[self._uncommitted_from :]
+        self.current = self._held[-1][1] if self._held else self.snapshot
 
     def reset(self, snapshot: Task) -> None:
         """Take the stored task as both the current and the published state."""

@@ -126,6 +126,8 @@ class _LiveTask:
     lock: trio.Lock = field(default_factory=trio.Lock)
     execution: _Execution | None = None
     users: int = 0
+    #: Direct push mode: recorded events wait for their webhooks.
+    undelivered: bool = False
 
 
 class AgentHost:
@@ -314,8 +316,12 @@ class AgentHost:
                 # a continued INPUT_REQUIRED task is not settled by its old state.
                 while live.feed.settled_seq <= execution.start_seq and not execution.done.is_set():
                     await live.feed.wakeup.wait()
+            # The task exists once published (direct push mode publishes late).
+            while live.feed.snapshot is None and not execution.done.is_set():
+                await live.feed.wakeup.wait()
             snapshot = live.feed.snapshot
-            assert snapshot is not None
+            if snapshot is None:
+                raise execution.error or InternalError()
             return view_task(
                 snapshot, history_length=configuration.history_length if configuration else None
             )
@@ -367,7 +373,12 @@ class AgentHost:
             log.exception("host failure while running task %s", live.task_id)
             if not execution.first.is_set():
                 execution.error = InternalError()
-            self._end_if_open(live, TaskState.FAILED, "The server failed while running this task.")
+            try:
+                self._end_if_open(
+                    live, TaskState.FAILED, "The server failed while running this task."
+                )
+            except Exception:  # the store itself is failing: the next start ends the task
+                log.exception("could not record the failure of task %s", live.task_id)
         finally:
             if live.execution is execution:
                 live.execution = None
@@ -441,7 +452,7 @@ class AgentHost:
                 self._end_if_open(
                     live, TaskState.FAILED, "The agent stopped without finishing the task."
                 )
-        await self._deliver_direct(live)
+        await self._publish(live)
 
     async def _record_all(
         self,
@@ -449,15 +460,44 @@ class AgentHost:
         execution: _Execution,
         receive: trio.MemoryReceiveChannel[AgentEvent],
     ) -> None:
+        """Record what the executor enqueues, a burst at a time.
+
+        Every event already waiting in the queue joins the first one in a
+        single transaction; they are published together once it commits.
+        """
         async with receive:
-            async for event in receive:
+            while True:
                 try:
-                    self._record(live, execution, event)
-                except (_EventRefused, IllegalTransition) as refusal:
-                    log.warning(
-                        "agent %s: event for task %s refused: %s", self.name, live.task_id, refusal
-                    )
-                await self._deliver_direct(live)
+                    burst = [await receive.receive()]
+                except trio.EndOfChannel:
+                    return
+                while len(burst) < self.settings.queue_size:
+                    try:
+                        burst.append(receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                self._record_burst(live, execution, burst)
+                await self._publish(live)
+
+    def _record_burst(
+        self, live: _LiveTask, execution: _Execution, burst: list[AgentEvent]
+    ) -> None:
+        live.feed.hold()
+        try:
+            with self.store.batch():
+                for event in burst:
+                    try:
+                        self._record(live, execution, event)
+                    except (_EventRefused, IllegalTransition) as refusal:
+                        log.warning(
+                            "agent %s: event for task %s refused: %s",
+                            self.name,
+                            live.task_id,
+                            refusal,
+                        )
+        except BaseException:
+            live.feed.discard()  # rolled back: no one may see these events
+            raise
 
     # --- the recorder -----------------------------------------------------------
 
@@ -563,7 +603,7 @@ class AgentHost:
             push=self.push_notifications,
         )
         live.feed.record(written.seq, task, response, hold=self._holds(written.queued))
-        self._queued(written.queued)
+        self._queued(live, written.queued)
         execution.settle_first()
 
     def _record_status(
@@ -609,24 +649,29 @@ class AgentHost:
             self.name, snapshot, kind=kind, payload=payload, push=self.push_notifications
         )
         live.feed.record(written.seq, snapshot, response, hold=self._holds(written.queued))
-        self._queued(written.queued)
+        self._queued(live, written.queued)
 
     def _holds(self, notifications: int) -> bool:
         # Direct push mode: an event bound for webhooks is seen by no one before
-        # the webhooks had it (see _deliver_direct).
+        # the webhooks had it (see _publish).
         return bool(notifications) and self.push is not None and not self.push.settings.queue
 
-    def _queued(self, notifications: int) -> None:
-        if notifications and self.push is not None and self.push.settings.queue:
+    def _queued(self, live: _LiveTask, notifications: int) -> None:
+        if not notifications or self.push is None:
+            return
+        if self.push.settings.queue:
             self.push.notify()
+        else:
+            live.undelivered = True
 
-    async def _deliver_direct(self, live: _LiveTask) -> None:
-        """Direct push mode: deliver what the last events queued, then publish them."""
-        if live.feed.holding and self.push is not None:
-            try:
+    async def _publish(self, live: _LiveTask) -> None:
+        """Publish the held events; in direct push mode, once their webhooks had them."""
+        try:
+            if live.undelivered and self.push is not None:
+                live.undelivered = False
                 await self.push.flush(self.name, live.task_id)
-            finally:
-                live.feed.release()
+        finally:
+            live.feed.release()
 
     def _end(self, live: _LiveTask, state: TaskState, reason: str) -> None:
         """Host-imposed ending (CANCELED or FAILED) with the reason as status message."""
@@ -712,7 +757,7 @@ class AgentHost:
                                 "cancel of agent %s raised on task %s", self.name, live.task_id
                             )
             self._end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
-            await self._deliver_direct(live)
+            await self._publish(live)
             done.set()
             if running is not None:
                 with trio.move_on_after(self.settings.cancel_grace):

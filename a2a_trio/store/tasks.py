@@ -137,6 +137,14 @@ class TaskPage:
     total_size: int
 
 
+@dataclass(slots=True)
+class _TaskRow:
+    """A task row touched by the open batch: its log position and, if changed, snapshot."""
+
+    last_seq: int
+    snapshot: Task | None = None
+
+
 def _order_key(moment: datetime) -> str:
     # Fixed width and UTC, so text order is time order; microseconds break ties
     # that the millisecond wire format would leave.
@@ -161,6 +169,8 @@ class TaskStore:
         self._synchronous = synchronous
         self._db: sqlite_utils.Database | None = None
         self._secrets: SecretBox | None = None
+        #: Task rows of the open :meth:`batch`, written when it commits.
+        self._batch: dict[tuple[str, str], _TaskRow] | None = None
 
     def open(self) -> TaskStore:
         """Connect and migrate (idempotent). Every other method opens on first use."""
@@ -211,6 +221,9 @@ class TaskStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        if self._batch is not None:  # part of the open batch: it commits
+            yield self._conn
+            return
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield self._conn
@@ -218,6 +231,49 @@ class TaskStore:
             self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Commit every write inside as one transaction, when the block ends.
+
+        The host records an executor's burst of events this way: one commit
+        instead of one per event, and each task row (its snapshot) written
+        once, with the last state. Nothing written inside may be shown to
+        anyone before the block has ended without an exception; on one, all
+        of it is rolled back. Batches nest: an inner one joins the outer.
+        """
+        if self._batch is not None:
+            yield
+            return
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._batch = {}
+        try:
+            yield
+            self._write_task_rows(self._batch)
+        except BaseException:
+            self._batch = None
+            self._conn.execute("ROLLBACK")
+            raise
+        self._batch = None
+        self._conn.execute("COMMIT")
+
+    def _write_task_rows(self, rows: dict[tuple[str, str], _TaskRow]) -> None:
+        for (agent, task_id), row in rows.items():
+            if row.snapshot is None:
+                continue  # inserted by this batch and unchanged since
+            snapshot = row.snapshot
+            self._conn.execute(
+                "UPDATE tasks SET last_seq = ?, state = ?, updated_at = ?, snapshot = ?"
+                " WHERE agent = ? AND id = ?",
+                (
+                    row.last_seq,
+                    snapshot.status.state.value,
+                    _order_key(snapshot.status.timestamp or utcnow()),
+                    snapshot.to_json(),
+                    agent,
+                    task_id,
+                ),
+            )
 
     # --- tasks and events ---------------------------------------------------
 
@@ -239,7 +295,9 @@ class TaskStore:
         """
         now = _order_key(utcnow())
         updated = _order_key(task.status.timestamp) if task.status.timestamp else now
-        with self._transaction() as conn:
+        with self.batch():
+            assert self._batch is not None
+            conn = self._conn
             conn.execute(
                 "INSERT INTO tasks (agent, id, owner, context_id, state, created_at, updated_at,"
                 " last_seq, snapshot) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)",
@@ -254,6 +312,7 @@ class TaskStore:
                     task.to_json(),
                 ),
             )
+            self._batch[agent, task.id] = _TaskRow(last_seq=1)
             conn.execute(
                 "INSERT INTO task_events (agent, task_id, seq, kind, payload, created_at)"
                 " VALUES (?, ?, 1, ?, ?, ?)",
@@ -271,19 +330,24 @@ class TaskStore:
 
         With ``push``, the event is queued in the outbox for every webhook
         config of the task in the same transaction. Everything is committed
-        when this returns: only then may anyone see the event.
+        when this returns (or, inside :meth:`batch`, when the batch ends):
+        only then may anyone see the event.
         """
         now = _order_key(utcnow())
-        updated = _order_key(snapshot.status.timestamp) if snapshot.status.timestamp else now
-        with self._transaction() as conn:
-            row = conn.execute(
-                "UPDATE tasks SET last_seq = last_seq + 1, state = ?, updated_at = ?, snapshot = ?"
-                " WHERE agent = ? AND id = ? RETURNING last_seq",
-                (snapshot.status.state.value, updated, snapshot.to_json(), agent, snapshot.id),
-            ).fetchone()
+        with self.batch():
+            assert self._batch is not None
+            conn = self._conn
+            row = self._batch.get((agent, snapshot.id))
             if row is None:
-                raise KeyError(f"no task {snapshot.id!r} for agent {agent!r}")
-            seq = int(row[0])
+                found = conn.execute(
+                    "SELECT last_seq FROM tasks WHERE agent = ? AND id = ?", (agent, snapshot.id)
+                ).fetchone()
+                if found is None:
+                    raise KeyError(f"no task {snapshot.id!r} for agent {agent!r}")
+                row = self._batch[agent, snapshot.id] = _TaskRow(last_seq=int(found[0]))
+            row.last_seq += 1
+            row.snapshot = snapshot
+            seq = row.last_seq
             conn.execute(
                 "INSERT INTO task_events (agent, task_id, seq, kind, payload, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
