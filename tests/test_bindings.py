@@ -425,15 +425,12 @@ async def test_agents_mounted_under_prefixes_keep_their_tasks_apart(tmp_path: Pa
         task_id = body["result"]["task"]["id"]
         other = await server.jsonrpc("GetTask", {"id": task_id}, prefix="/two")
         assert other["error"]["code"] == -32001
-        assert server.app.url_map  # route names carry the agent name
+        assert server.app.url_map  # card route names carry the agent name
         endpoints = {rule.endpoint for rule in server.app.url_map.iter_rules()}
-        assert {
-            "a2a.one.well-known",
-            "a2a.one.card",
-            "a2a.two.jsonrpc",
-            "a2a.two.rest",
-        } <= endpoints
+        assert {"a2a.one.well-known", "a2a.one.card", "a2a.two.card"} <= endpoints
         assert "a2a.two.well-known" not in endpoints
+        rest = await server.rest("GET", f"/tasks/{task_id}", prefix="/two")
+        assert rest.status_code == 404
 
 
 def test_a_second_claim_on_the_root_card_is_an_error(tmp_path: Path) -> None:

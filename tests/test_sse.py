@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -25,11 +26,17 @@ async def test_an_idle_stream_sends_a_keepalive_comment_every_interval(
         response = _event_stream(stream, StreamResponse.to_json, keepalive=15.0)
         chunks: list[tuple[float, bytes]] = []
         started = trio.current_time()
-        async with response.response as body:
-            async for chunk in body:
-                chunks.append((trio.current_time() - started, chunk))
+
+        async def send(message: dict[str, Any]) -> None:  # the ASGI server's side
+            if message["type"] == "http.response.body" and message["body"]:
+                chunks.append((trio.current_time() - started, message["body"]))
                 if len(chunks) == 3:
                     executor.gate.release.set()
+
+        async def receive() -> dict[str, Any]:  # a client that stays
+            await trio.sleep_forever()
+
+        await response.send(send, receive)
         # The snapshot at once, keep-alives at 15 s and 30 s, then the live events.
         assert chunks[0][0] == 0 and chunks[0][1].startswith(b'id: 2\ndata: {"task"')
         assert [c for t, c in chunks[1:3]] == [KEEPALIVE, KEEPALIVE]
@@ -47,10 +54,19 @@ async def test_a_client_that_goes_away_ends_the_relay_but_not_the_task(
         await executor.gate.reached.wait()
         stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
         response = _event_stream(stream, StreamResponse.to_json, keepalive=15.0)
-        with trio.move_on_after(1):  # the client reads one frame and disconnects
-            async with response.response as body:
-                async for _ in body:
-                    await trio.sleep(10)
+        frames: list[bytes] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                frames.append(message["body"])
+
+        async def receive() -> dict[str, Any]:  # the client reads a while, then leaves
+            await trio.sleep(1)
+            return {"type": "http.disconnect"}
+
+        with trio.fail_after(5):
+            await response.send(send, receive)
+        assert len(frames) == 1 and frames[0].startswith(b"id: ")
         assert task.id in host._live  # still held by the running execution only
         assert host._live[task.id].users == 1
         executor.gate.release.set()

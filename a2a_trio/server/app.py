@@ -13,10 +13,11 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from ..protocol import AgentCard, MethodNotAllowedError
+from ..protocol import AgentCard
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
 from ..store import TaskStore
+from .asgi import ClientGone, ProtocolRequest
 from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
 from .cards import CardSource, ServedCard, import_object, resolve_card
@@ -86,6 +87,8 @@ class A2AApp(QuartTrio):
         self._root_card_owner: AgentMount | None = None
         self._root_claim_explicit = False
         self._root_route_added = False
+        #: Mounts whose protocol routes __call__ answers, longest prefix first.
+        self._protocol_routes: list[AgentMount] = []
         #: Delivers every agent's webhooks from the outbox (see a2a_trio.push).
         self.push = PushDispatcher(self.store, self.push_settings)
         self._push_scope: trio.CancelScope | None = None
@@ -121,8 +124,10 @@ class A2AApp(QuartTrio):
         ``well_known`` makes this agent own ``/.well-known/agent-card.json``;
         when no agent claims it explicitly, the first agent mounted (without
         ``well_known=False``) owns it. A second explicit claim is an error.
-        The root route is added when the app starts. Routes are named ``a2a.<name>.well-known``,
-        ``a2a.<name>.card``, ``a2a.<name>.jsonrpc`` and ``a2a.<name>.rest``.
+        The root route is added when the app starts. The card routes are Quart
+        routes named ``a2a.<name>.well-known`` and ``a2a.<name>.card``; the
+        protocol routes (``{prefix}/jsonrpc``, ``{prefix}/rest/...``) are
+        answered before Quart's routing (see :mod:`a2a_trio.server.asgi`).
 
         Protocol routes are protected as the card's ``securitySchemes`` and
         ``securityRequirements`` say: ``authenticators`` maps each scheme name
@@ -202,35 +207,52 @@ class A2AApp(QuartTrio):
                 return Response(b"", status=304, headers=headers)
             return Response(body, status=200, headers=headers, content_type="application/json")
 
-        async def jsonrpc_view() -> Response:
-            if request.method != "POST":
-                error = MethodNotAllowedError("JSON-RPC requests are POSTed", allowed=["POST"])
-                body = {"jsonrpc": "2.0", "id": None, "error": error.to_jsonrpc()}
-                return Response(
-                    json.dumps(body), 405, {"Allow": "POST"}, content_type="application/json"
-                )
-            return await handle_jsonrpc(request, mount, settings)
-
-        async def rest_view(rest_path: str) -> Response:
-            return await handle_rest(request, mount, settings, rest_path)
-
         base = f"a2a.{mount.name}"
-        all_methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
         self.add_url_rule(
             f"{mount.prefix}{WELL_KNOWN_PATH}", f"{base}.card", card_view, methods=["GET"]
         )
-        # The kit (and some clients) post to the interface URL with a trailing slash.
-        for suffix, endpoint in (("/jsonrpc", "jsonrpc"), ("/jsonrpc/", "jsonrpc-slash")):
-            self.add_url_rule(
-                f"{mount.prefix}{suffix}",
-                f"{base}.{endpoint}",
-                jsonrpc_view,
-                methods=all_methods,
-                strict_slashes=False,
-            )
-        self.add_url_rule(
-            f"{mount.prefix}/rest/<path:rest_path>", f"{base}.rest", rest_view, methods=all_methods
-        )
+        # Protocol routes are answered in __call__, before Quart (see server.asgi).
+        self._protocol_routes.append(mount)
+        self._protocol_routes.sort(key=lambda m: len(m.prefix), reverse=True)
+
+    def _protocol_route(self, path: str) -> tuple[AgentMount, str | None] | None:
+        """The mount serving ``path`` and, for HTTP+JSON, the path below ``/rest``.
+
+        The JSON-RPC route also answers with a trailing slash: the kit (and
+        some clients) post to the interface URL that way.
+        """
+        for mount in self._protocol_routes:
+            prefix = mount.prefix
+            if not path.startswith(prefix):
+                continue
+            below = path[len(prefix) :]
+            if below in ("/jsonrpc", "/jsonrpc/"):
+                return mount, None
+            if below.startswith("/rest/") and len(below) > len("/rest/"):
+                return mount, below[len("/rest/") :]
+        return None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            route = self._protocol_route(scope["path"])
+            if route is not None:
+                await self._serve_protocol(route, scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+    async def _serve_protocol(
+        self, route: tuple[AgentMount, str | None], scope: Any, receive: Any, send: Any
+    ) -> None:
+        mount, rest_path = route
+        request = ProtocolRequest(scope, receive)
+        try:
+            if rest_path is None:
+                response = await handle_jsonrpc(request, mount, self.a2a_settings)
+            else:
+                response = await handle_rest(request, mount, self.a2a_settings, rest_path)
+        except ClientGone:
+            return
+        await response.send(send, receive)
 
     # --- lifespan -------------------------------------------------------------------
 

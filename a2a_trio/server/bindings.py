@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import trio
-from quart import Request, Response
-from werkzeug.exceptions import RequestEntityTooLarge
+from typing import Any, Protocol
 
 from ..protocol import (
     A2AError,
@@ -24,7 +20,6 @@ from ..protocol import (
     InternalError,
     InvalidParamsError,
     MethodNotAllowedError,
-    PayloadTooLargeError,
     ProtoModel,
     StreamResponse,
     negotiate_version,
@@ -32,12 +27,12 @@ from ..protocol import (
     parse_rest,
 )
 from ..protocol.operations import resolve_method
-from ..protocol.sse import KEEPALIVE, format_event
 from ..runtime import TaskEventStream
+from .asgi import ClientGone, EventStreamBody, ProtocolRequest, ProtocolResponse
 from .auth import RequestCredentials
 from .mount import AgentMount, Outcome
 
-__all__ = ["ServerSettings", "handle_jsonrpc", "handle_rest"]
+__all__ = ["ServerSettings", "base_url", "handle_jsonrpc", "handle_rest"]
 
 log = logging.getLogger("a2a_trio.server")
 
@@ -65,32 +60,20 @@ def _is_json(content_type: str | None) -> bool:
     return mime == JSON_CONTENT_TYPE or (mime.startswith("application/") and mime.endswith("+json"))
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    length = request.content_length
-    if length is not None and length > limit:
-        raise PayloadTooLargeError(f"Request body of {length} bytes exceeds the limit of {limit}")
-    request.max_content_length = limit
-    try:
-        data = await request.get_data(cache=False, as_text=False)
-    except RequestEntityTooLarge:
-        raise PayloadTooLargeError(f"Request body exceeds the limit of {limit} bytes") from None
-    return data if isinstance(data, bytes) else data.encode()
-
-
-def _version(request: Request) -> str | None:
-    value = request.headers.get(VERSION_HEADER)
+def _version(request: ProtocolRequest) -> str | None:
+    value = request.header(VERSION_HEADER)
     if value is None:
-        value = request.args.get(VERSION_HEADER)
+        value = request.query.get(VERSION_HEADER)
     return value
 
 
-def _extensions(request: Request) -> frozenset[str]:
-    values = request.headers.getlist(EXTENSIONS_HEADER)
+def _extensions(request: ProtocolRequest) -> frozenset[str]:
+    values = request.header_values(EXTENSIONS_HEADER)
     return frozenset(item.strip() for value in values for item in value.split(",") if item.strip())
 
 
-def _last_event_id(request: Request) -> int | None:
-    value = request.headers.get("Last-Event-ID")
+def _last_event_id(request: ProtocolRequest) -> int | None:
+    value = request.header("Last-Event-ID")
     if value is None or not value.strip():
         return None
     try:
@@ -102,63 +85,52 @@ def _last_event_id(request: Request) -> int | None:
     return seq
 
 
-def credentials_of(request: Request) -> RequestCredentials:
+def credentials_of(request: ProtocolRequest) -> RequestCredentials:
     """What the request presents for authentication."""
     tls = (request.scope.get("extensions") or {}).get("tls") or {}
     certificate = tls.get("client_cert_name") or None
     return RequestCredentials(
-        headers={name.lower(): value for name, value in request.headers.items()},
-        query=request.args.to_dict(),
-        cookies=dict(request.cookies),
+        headers=request.headers,
+        query=dict(request.query),
+        cookies=request.cookies,
         client_certificate={"subject": certificate} if certificate else None,
     )
 
 
-def base_url(request: Request, settings: ServerSettings) -> str:
+class _Addressed(Protocol):
+    @property
+    def host_url(self) -> str: ...
+
+
+def base_url(request: _Addressed, settings: ServerSettings) -> str:
     """The scheme and authority clients reach this server at."""
     if settings.public_url:
         return settings.public_url.rstrip("/")
     return request.host_url.rstrip("/")
 
 
-def _json(body: str | bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(body, status=status, headers=headers, content_type=JSON_CONTENT_TYPE)
+def _json(
+    body: str | bytes, status: int = 200, headers: dict[str, str] | None = None
+) -> ProtocolResponse:
+    data = body.encode() if isinstance(body, str) else body
+    return ProtocolResponse(status, data, headers=headers or {})
 
 
 def _event_stream(
     stream: TaskEventStream,
     render: Callable[[StreamResponse], str],
     keepalive: float,
-) -> Response:
-    async def frames() -> AsyncIterator[bytes]:
-        try:
-            while True:
-                # receive() is cancel-safe: a keep-alive timeout loses nothing.
-                with trio.move_on_after(keepalive) as timer:
-                    try:
-                        seq, response = await stream.receive()
-                    except trio.EndOfChannel:
-                        return
-                if timer.cancelled_caught:
-                    yield KEEPALIVE
-                    continue
-                yield format_event(render(response), event_id=seq)
-        except Exception:
-            log.exception("event stream failed")
-        finally:
-            # The client may be gone: the task goes on, the stream lets go of it.
-            stream.close()
-
-    return Response(
-        frames(),
-        status=200,
+) -> ProtocolResponse:
+    return ProtocolResponse(
+        200,
+        EventStreamBody(stream, render, keepalive),
         content_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
 async def _perform(
-    request: Request, mount: AgentMount, settings: ServerSettings, parse: Callable[[], Call]
+    request: ProtocolRequest, mount: AgentMount, settings: ServerSettings, parse: Callable[[], Call]
 ) -> Outcome:
     """Authenticate the caller, then resolve and run the operation.
 
@@ -184,7 +156,7 @@ def _jsonrpc_result(request_id: Any, payload: str) -> str:
     return f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{payload}}}'
 
 
-def _jsonrpc_error(request_id: Any, error: A2AError) -> Response:
+def _jsonrpc_error(request_id: Any, error: A2AError) -> ProtocolResponse:
     body = json.dumps(
         {"jsonrpc": "2.0", "id": request_id, "error": error.to_jsonrpc()}, separators=(",", ":")
     )
@@ -197,8 +169,17 @@ def _challenge(error: A2AError) -> dict[str, str] | None:
     return {"WWW-Authenticate": challenge} if challenge else None
 
 
-async def handle_jsonrpc(request: Request, mount: AgentMount, settings: ServerSettings) -> Response:
+async def handle_jsonrpc(
+    request: ProtocolRequest, mount: AgentMount, settings: ServerSettings
+) -> ProtocolResponse:
     """``POST {prefix}/jsonrpc``."""
+    if request.method != "POST":
+        error = MethodNotAllowedError("JSON-RPC requests are POSTed", allowed=["POST"])
+        return _json(
+            json.dumps({"jsonrpc": "2.0", "id": None, "error": error.to_jsonrpc()}),
+            405,
+            {"Allow": "POST"},
+        )
     request_id: Any = None
     try:
         if not _is_json(request.content_type):
@@ -206,12 +187,14 @@ async def handle_jsonrpc(request: Request, mount: AgentMount, settings: ServerSe
                 f"JSON-RPC requests must be sent as {JSON_CONTENT_TYPE}, "
                 f"not {request.content_type or 'an undeclared type'}"
             )
-        envelope = parse_jsonrpc(await _read_body(request, settings.max_body_bytes))
+        envelope = parse_jsonrpc(await request.body(settings.max_body_bytes))
         request_id = envelope.id
         negotiate_version(_version(request))
         outcome = await _perform(request, mount, settings, lambda: resolve_method(envelope))
     except A2AError as error:
         return _jsonrpc_error(getattr(error, "request_id", request_id), error)
+    except ClientGone:
+        raise
     except Exception:
         log.exception("JSON-RPC request failed")
         return _jsonrpc_error(request_id, InternalError())
@@ -227,7 +210,7 @@ async def handle_jsonrpc(request: Request, mount: AgentMount, settings: ServerSe
 # --- HTTP+JSON ----------------------------------------------------------------
 
 
-def _rest_error(error: A2AError) -> Response:
+def _rest_error(error: A2AError) -> ProtocolResponse:
     headers = _challenge(error) or {}
     if isinstance(error, MethodNotAllowedError) and error.allowed:
         headers["Allow"] = ", ".join(error.allowed)
@@ -235,26 +218,28 @@ def _rest_error(error: A2AError) -> Response:
 
 
 async def handle_rest(
-    request: Request, mount: AgentMount, settings: ServerSettings, path: str
-) -> Response:
+    request: ProtocolRequest, mount: AgentMount, settings: ServerSettings, path: str
+) -> ProtocolResponse:
     """``{prefix}/rest/{path}``: every HTTP+JSON route (spec 11.3)."""
     try:
         negotiate_version(_version(request))
         body = b""
         if request.method in ("POST", "PUT", "PATCH"):
-            body = await _read_body(request, settings.max_body_bytes)
+            body = await request.body(settings.max_body_bytes)
             declared = request.content_type
             if (declared and not _is_json(declared)) or (body.strip() and not declared):
                 raise ContentTypeNotSupportedError(
                     f"Request bodies must be sent as {JSON_CONTENT_TYPE}, "
                     f"not {declared or 'an undeclared type'}"
                 )
-        query = request.args.to_dict()
+        query = request.query
         outcome = await _perform(
             request, mount, settings, lambda: parse_rest(request.method, path, query, body)
         )
     except A2AError as error:
         return _rest_error(error)
+    except ClientGone:
+        raise
     except Exception:
         log.exception("HTTP+JSON request failed")
         return _rest_error(InternalError())
