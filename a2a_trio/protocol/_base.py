@@ -60,11 +60,14 @@ def utcnow() -> datetime:
 
 def format_timestamp(value: datetime) -> str:
     """RFC 3339 in UTC with millisecond precision: ``2025-10-28T10:30:00.000Z``."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    value = value.astimezone(UTC)
-    stamp = f"{value.year:04d}" + value.strftime("-%m-%dT%H:%M:%S.")
-    return stamp + f"{value.microsecond // 1000:03d}Z"
+    return utc_naive(value).isoformat(timespec="milliseconds") + "Z"
+
+
+def utc_naive(value: datetime) -> datetime:
+    """``value`` in UTC without its zone (naive values are taken as UTC already)."""
+    if value.tzinfo is not None and value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.replace(tzinfo=None)
 
 
 def parse_timestamp(value: Any) -> datetime:

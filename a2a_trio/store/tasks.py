@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -30,6 +30,7 @@ from ..protocol import (
     TaskState,
     utcnow,
 )
+from ..protocol._base import utc_naive
 from ..protocol.models import AuthenticationInfo
 from .schema import migrate
 from .secrets import SecretBox, development_key
@@ -148,10 +149,7 @@ class _TaskRow:
 def _order_key(moment: datetime) -> str:
     # Fixed width and UTC, so text order is time order; microseconds break ties
     # that the millisecond wire format would leave.
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    moment = moment.astimezone(UTC)
-    return f"{moment.year:04d}" + moment.strftime("-%m-%dT%H:%M:%S.%fZ")
+    return utc_naive(moment).isoformat(timespec="microseconds") + "Z"
 
 
 class TaskStore:
