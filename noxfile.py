@@ -1,4 +1,4 @@
-"""Developer tasks: ``nox -s tests``, ``nox -s lint``, ``nox -s serve``."""
+"""Developer tasks: ``nox -s tests``, ``nox -s lint``, ``nox -s serve``, ``nox -s bench``."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff (style and bugs) and mypy --strict."""
     session.install("-e", ".[dev]")
-    session.run("ruff", "check", "a2a_trio", "tests", "examples", "noxfile.py")
-    session.run("ruff", "format", "--check", "a2a_trio", "tests", "examples", "noxfile.py")
+    session.run("ruff", "check", "a2a_trio", "tests", "examples", "bench", "noxfile.py")
+    session.run("ruff", "format", "--check", "a2a_trio", "tests", "examples", "bench", "noxfile.py")
     session.run("mypy", "a2a_trio")
 
 
@@ -38,3 +38,13 @@ def tck(session: nox.Session) -> None:
     """The official conformance kit: nox -s tck -- --tck-dir ../a2a-tck [options]."""
     session.install("-e", ".")
     session.run("a2a-trio", "tck", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """a2a-trio against the a2a-sdk reference server: nox -s bench -- [--quick] [options].
+
+    Needs wrk on PATH (and taskset for pinning); see bench/README.md.
+    """
+    session.install("-e", ".[bench]")
+    session.run("python", "-m", "bench", *session.posargs)

@@ -1,0 +1,68 @@
+"""What the harness, both servers and the Lua scripts agree on.
+
+The bench agent's card content, the routes every server serves, the request
+headers, the texts that select the executor's behaviour, and small process
+helpers (file-descriptor limit, resident memory). Nothing here imports
+a2a-trio or the a2a-sdk, so each server script pulls in only its own stack.
+"""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+#: The repository root: servers are started with it as their working directory.
+REPO = Path(__file__).resolve().parent.parent
+BENCH_DIR = Path(__file__).resolve().parent
+LUA_DIR = BENCH_DIR / "lua"
+RESULTS_DIR = BENCH_DIR / "results"
+
+# --- the card (same content on every server) ------------------------------------------
+
+CARD_NAME = "Bench Agent"
+CARD_DESCRIPTION = "Echoes every message as a completed task; 'hold ...' keeps a task working."
+CARD_VERSION = "1.0.0"
+SKILL_ID = "echo"
+SKILL_NAME = "Echo"
+SKILL_DESCRIPTION = "Returns the text it was sent as an artifact."
+SKILL_TAGS = ("echo", "bench")
+MEDIA_TYPES = ("text/plain",)
+
+# --- routes and headers -----------------------------------------------------------------
+
+CARD_PATH = "/.well-known/agent-card.json"
+JSONRPC_PATH = "/jsonrpc"
+REST_PREFIX = "/rest"
+REST_SEND_PATH = f"{REST_PREFIX}/message:send"
+REST_STREAM_PATH = f"{REST_PREFIX}/message:stream"
+PROTOCOL_VERSION = "1.0"
+VERSION_HEADER = "A2A-Version"
+
+# --- executor behaviour -----------------------------------------------------------------
+
+#: A message whose text starts with this keeps its task WORKING until cancelled.
+HOLD_PREFIX = "hold"
+#: The text every load request sends; the echo artifact repeats it.
+ECHO_TEXT = "hello"
+
+COMPLETED = "TASK_STATE_COMPLETED"
+WORKING = "TASK_STATE_WORKING"
+SUBMITTED = "TASK_STATE_SUBMITTED"
+
+
+def raise_nofile_limit() -> int:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit; return the new limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = max(soft, 1 << 20)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of process ``pid`` in KiB (``VmRSS`` of ``/proc/PID/status``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for process {pid}")

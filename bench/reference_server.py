@@ -1,0 +1,206 @@
+"""The reference side: ``python -m bench.reference_server PORT (DB_PATH | --memory)``.
+
+The official a2a-sdk (1.3) serving the bench agent: its ``DefaultRequestHandler``
+with either the SQLAlchemy ``DatabaseTaskStore`` on SQLite
+(``sqlite+aiosqlite:///DB_PATH``) -- the ratio base -- or, with ``--memory``,
+its ``InMemoryTaskStore``. Push notifications use the matching push config
+store and the SDK's ``BasePushNotificationSender`` over one ``httpx.AsyncClient``
+(no URL screening, so the harness's 127.0.0.1 receiver is reachable). Routes
+are the same as a2a-trio's: the card at the well-known path, JSON-RPC at
+``/jsonrpc`` and HTTP+JSON under ``/rest``.
+
+uvicorn runs it in this one process with uvloop and httptools, the fastest
+stock configuration. The SQLite connection gets the same pragmas a2a-trio
+uses (WAL, ``synchronous=NORMAL``), so both servers promise the same
+durability and neither is slowed by a stricter journal mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import uvicorn
+from a2a.helpers import get_message_text, new_task_from_user_message, new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    DatabasePushNotificationConfigStore,
+    DatabaseTaskStore,
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    PushNotificationConfigStore,
+    TaskStore,
+    TaskUpdater,
+)
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from starlette.applications import Starlette
+
+from .common import (
+    CARD_DESCRIPTION,
+    CARD_NAME,
+    CARD_PATH,
+    CARD_VERSION,
+    HOLD_PREFIX,
+    JSONRPC_PATH,
+    MEDIA_TYPES,
+    PROTOCOL_VERSION,
+    REST_PREFIX,
+    SKILL_DESCRIPTION,
+    SKILL_ID,
+    SKILL_NAME,
+    SKILL_TAGS,
+    raise_nofile_limit,
+)
+
+
+class BenchExecutor(AgentExecutor):
+    """Same semantics as a2a-trio's bench executor.
+
+    Echo: the task (SUBMITTED), WORKING, one text artifact repeating the text,
+    COMPLETED. Hold: the task, WORKING, then sleep until the SDK cancels the
+    execution (CancelTask calls :meth:`cancel`, which marks it CANCELED).
+    """
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.message is not None
+        text = get_message_text(context.message)
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.start_work()
+        if text.startswith(HOLD_PREFIX):
+            await asyncio.Event().wait()  # until cancelled
+            return
+        await updater.add_artifact([new_text_part(text or "(no text)")], name="echo")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.task_id is not None and context.context_id is not None
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+def bench_card(port: int) -> AgentCard:
+    """The bench agent's card, with both interfaces at this server's address."""
+    base = f"http://127.0.0.1:{port}"
+    return AgentCard(
+        name=CARD_NAME,
+        description=CARD_DESCRIPTION,
+        version=CARD_VERSION,
+        supported_interfaces=[
+            AgentInterface(
+                url=f"{base}{JSONRPC_PATH}",
+                protocol_binding="JSONRPC",
+                protocol_version=PROTOCOL_VERSION,
+            ),
+            AgentInterface(
+                url=f"{base}{REST_PREFIX}",
+                protocol_binding="HTTP+JSON",
+                protocol_version=PROTOCOL_VERSION,
+            ),
+        ],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
+        default_input_modes=list(MEDIA_TYPES),
+        default_output_modes=list(MEDIA_TYPES),
+        skills=[
+            AgentSkill(
+                id=SKILL_ID,
+                name=SKILL_NAME,
+                description=SKILL_DESCRIPTION,
+                tags=list(SKILL_TAGS),
+            )
+        ],
+    )
+
+
+def sqlite_engine(path: str) -> AsyncEngine:
+    """An aiosqlite engine on ``path`` with a2a-trio's pragmas (WAL, synchronous=NORMAL)."""
+    engine = create_async_engine(f"sqlite+aiosqlite:///{path}")
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    return engine
+
+
+def build_app(port: int, database: str | None) -> Starlette:
+    """The Starlette app; ``database=None`` selects the in-memory stores."""
+    card = bench_card(port)
+    engine: AsyncEngine | None = None
+    task_store: TaskStore
+    push_store: PushNotificationConfigStore
+    if database is None:
+        task_store = InMemoryTaskStore()
+        push_store = InMemoryPushNotificationConfigStore()
+    else:
+        engine = sqlite_engine(database)
+        task_store = DatabaseTaskStore(engine)
+        push_store = DatabasePushNotificationConfigStore(engine)
+    push_client = httpx.AsyncClient()
+    handler = DefaultRequestHandler(
+        agent_executor=BenchExecutor(),
+        task_store=task_store,
+        agent_card=card,
+        push_config_store=push_store,
+        push_sender=BasePushNotificationSender(push_client, push_store),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        if isinstance(task_store, DatabaseTaskStore):  # create the tables before any load
+            await task_store.initialize()
+        if isinstance(push_store, DatabasePushNotificationConfigStore):
+            await push_store.initialize()
+        try:
+            yield
+        finally:
+            await handler.aclose()
+            await push_client.aclose()
+            if engine is not None:
+                await engine.dispose()
+
+    routes = [
+        *create_agent_card_routes(card, card_url=CARD_PATH),
+        *create_jsonrpc_routes(handler, rpc_url=JSONRPC_PATH),
+        *create_rest_routes(handler, path_prefix=REST_PREFIX),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 2:
+        raise SystemExit("usage: python -m bench.reference_server PORT (DB_PATH | --memory)")
+    port = int(argv[0])
+    database = None if argv[1] == "--memory" else argv[1]
+    raise_nofile_limit()
+    uvicorn.run(
+        build_app(port, database),
+        host="127.0.0.1",
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        workers=1,
+        backlog=4096,
+        access_log=False,
+        log_level="warning",
+        lifespan="on",
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

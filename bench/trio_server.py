@@ -1,0 +1,107 @@
+"""The a2a-trio side of the benchmark: ``python -m bench.trio_server PORT DB_PATH``.
+
+One process, one trio run: an :class:`a2a_trio.A2AApp` on ``DB_PATH`` (SQLite,
+the durable store a2a-trio always uses) with the bench agent mounted at the
+root, served by ``hypercorn.trio.serve`` on 127.0.0.1:PORT. Webhooks to
+127.0.0.1 are allowed (the harness's receiver lives there); nothing else about
+the server is tuned. The harness pins this process to one core.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+
+from a2a_trio import (
+    A2AApp,
+    AgentCapabilities,
+    AgentCard,
+    AgentSkill,
+    EventQueue,
+    RequestContext,
+    TaskUpdater,
+)
+from a2a_trio.echo import EchoExecutor
+from a2a_trio.push import PushSettings
+
+from .common import (
+    CARD_DESCRIPTION,
+    CARD_NAME,
+    CARD_VERSION,
+    HOLD_PREFIX,
+    MEDIA_TYPES,
+    SKILL_DESCRIPTION,
+    SKILL_ID,
+    SKILL_NAME,
+    SKILL_TAGS,
+    raise_nofile_limit,
+)
+
+
+class BenchExecutor(EchoExecutor):
+    """The echo agent, plus ``hold ...``: a task that stays WORKING until cancelled.
+
+    Echo: SUBMITTED, WORKING, one text artifact repeating the text, COMPLETED
+    (so a stream carries exactly four events). Hold: SUBMITTED, WORKING, then
+    sleep until the host cancels the execution (CancelTask's default ``cancel``
+    marks the task CANCELED first).
+    """
+
+    async def execute(self, context: RequestContext, queue: EventQueue) -> None:
+        if not context.user_text().startswith(HOLD_PREFIX):
+            await super().execute(context, queue)
+            return
+        updater = TaskUpdater(queue, context.task_id, context.context_id)
+        if context.current_task is None:
+            await updater.submit()
+        await updater.start_work()
+        await trio.sleep_forever()
+
+
+def bench_card() -> AgentCard:
+    """The bench agent's card; a2a-trio fills in ``supportedInterfaces`` when serving it."""
+    return AgentCard(
+        name=CARD_NAME,
+        description=CARD_DESCRIPTION,
+        version=CARD_VERSION,
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
+        default_input_modes=list(MEDIA_TYPES),
+        default_output_modes=list(MEDIA_TYPES),
+        skills=[
+            AgentSkill(
+                id=SKILL_ID,
+                name=SKILL_NAME,
+                description=SKILL_DESCRIPTION,
+                tags=list(SKILL_TAGS),
+            )
+        ],
+    )
+
+
+def build_app(database: str) -> A2AApp:
+    """The app: the bench agent at the root, webhooks to 127.0.0.1 allowed."""
+    app = A2AApp(
+        database=database,
+        push_settings=PushSettings(allowed_hosts=("127.0.0.1",)),
+    )
+    app.mount("", bench_card(), BenchExecutor())
+    return app
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 2:
+        raise SystemExit("usage: python -m bench.trio_server PORT DB_PATH")
+    port, database = int(argv[0]), argv[1]
+    raise_nofile_limit()
+    config = Config()
+    config.bind = [f"127.0.0.1:{port}"]
+    config.backlog = 4096  # the streams case opens connections in bursts of hundreds
+    config.accesslog = None
+    trio.run(serve, build_app(database), config)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
