@@ -140,10 +140,16 @@ class TaskPage:
 
 @dataclass(slots=True)
 class _TaskRow:
-    """A task row touched by the open batch: its log position and, if changed, snapshot."""
+    """A task touched by the open batch, written to ``tasks`` when the batch commits."""
 
     last_seq: int
+    #: The task as it now is; None while the stored row is still right.
     snapshot: Task | None = None
+    #: Set for a task created by this batch: the row is inserted at the end.
+    owner: str | None = None
+    created_at: str = ""
+    #: Whether the task has webhook configs (None: not looked up yet).
+    has_webhooks: bool | None = None
 
 
 def _order_key(moment: datetime) -> str:
@@ -257,21 +263,29 @@ class TaskStore:
 
     def _write_task_rows(self, rows: dict[tuple[str, str], _TaskRow]) -> None:
         for (agent, task_id), row in rows.items():
-            if row.snapshot is None:
-                continue  # inserted by this batch and unchanged since
             snapshot = row.snapshot
-            self._conn.execute(
-                "UPDATE tasks SET last_seq = ?, state = ?, updated_at = ?, snapshot = ?"
-                " WHERE agent = ? AND id = ?",
-                (
-                    row.last_seq,
-                    snapshot.status.state.value,
-                    _order_key(snapshot.status.timestamp or utcnow()),
-                    snapshot.to_json(),
-                    agent,
-                    task_id,
-                ),
+            if snapshot is None:
+                continue
+            values = (
+                snapshot.status.state.value,
+                _order_key(snapshot.status.timestamp or utcnow()),
+                row.last_seq,
+                snapshot.to_json(),
+                agent,
+                task_id,
             )
+            if row.owner is None:
+                self._conn.execute(
+                    "UPDATE tasks SET state = ?, updated_at = ?, last_seq = ?, snapshot = ?"
+                    " WHERE agent = ? AND id = ?",
+                    values,
+                )
+            else:
+                self._conn.execute(
+                    "INSERT INTO tasks (state, updated_at, last_seq, snapshot, agent, id,"
+                    " owner, context_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*values, row.owner, snapshot.context_id, row.created_at),
+                )
 
     # --- tasks and events ---------------------------------------------------
 
@@ -292,33 +306,27 @@ class TaskStore:
         transaction, so the task's first event is already queued for it.
         """
         now = _order_key(utcnow())
-        updated = _order_key(task.status.timestamp) if task.status.timestamp else now
         with self.batch():
             assert self._batch is not None
             conn = self._conn
-            conn.execute(
-                "INSERT INTO tasks (agent, id, owner, context_id, state, created_at, updated_at,"
-                " last_seq, snapshot) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)",
-                (
-                    agent,
-                    task.id,
-                    owner,
-                    task.context_id,
-                    task.status.state.value,
-                    now,
-                    updated,
-                    task.to_json(),
-                ),
-            )
-            self._batch[agent, task.id] = _TaskRow(last_seq=1)
+            # Its first event's key refuses a task that exists (IntegrityError).
             conn.execute(
                 "INSERT INTO task_events (agent, task_id, seq, kind, payload, created_at)"
                 " VALUES (?, ?, 1, ?, ?, ?)",
                 (agent, task.id, kind, payload, now),
             )
+            # The row itself is inserted when the batch commits, with the task
+            # as the batch leaves it.
+            self._batch[agent, task.id] = _TaskRow(
+                last_seq=1,
+                snapshot=task,
+                owner=owner,
+                created_at=now,
+                has_webhooks=push_config is not None,
+            )
             if push_config is not None:
                 self._insert_push_config(conn, agent, owner, push_config)
-            queued = self._queue(conn, agent, task.id, 1, kind, payload, now) if push else 0
+            queued = self._queue(agent, task.id, 1, kind, payload, now) if push else 0
         return Written(1, queued)
 
     def append(
@@ -351,22 +359,28 @@ class TaskStore:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (agent, snapshot.id, seq, kind, payload, now),
             )
-            queued = self._queue(conn, agent, snapshot.id, seq, kind, payload, now) if push else 0
+            queued = self._queue(agent, snapshot.id, seq, kind, payload, now) if push else 0
         return Written(seq, queued)
 
     def _queue(
-        self,
-        conn: sqlite3.Connection,
-        agent: str,
-        task_id: str,
-        seq: int,
-        kind: EventKind,
-        payload: str,
-        now: str,
+        self, agent: str, task_id: str, seq: int, kind: EventKind, payload: str, now: str
     ) -> int:
+        """Queue the event for each webhook config of the task (in the open batch)."""
         if kind not in STREAMED_KINDS:
             return 0
-        cursor = conn.execute(
+        assert self._batch is not None
+        row = self._batch[agent, task_id]
+        if row.has_webhooks is None:
+            row.has_webhooks = (
+                self._conn.execute(
+                    "SELECT 1 FROM push_configs WHERE agent = ? AND task_id = ? LIMIT 1",
+                    (agent, task_id),
+                ).fetchone()
+                is not None
+            )
+        if not row.has_webhooks:
+            return 0
+        cursor = self._conn.execute(
             "INSERT INTO push_outbox (notification_id, agent, task_id, config_id, seq, payload,"
             " created_at, updated_at) SELECT lower(hex(randomblob(16))), agent, task_id, id,"
             " ?, ?, ?, ? FROM push_configs WHERE agent = ? AND task_id = ? ORDER BY created_at, id",
