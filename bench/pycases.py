@@ -5,7 +5,8 @@ N connections each subscribe to it (JSON-RPC ``SubscribeToTask`` over SSE),
 opened in batches so the listen backlog never overflows. Every stream must
 deliver its first event -- the task itself -- before it counts as open. The
 server's resident memory is read before, with all streams open, and after
-they are closed and memory has settled.
+they are closed and memory has settled; then a second round opens and closes
+as many again, so memory kept by the first round shows as growth.
 
 ``push``: a webhook receiver in this process; M blocking SendMessage calls
 at a fixed concurrency, each registering the receiver as the task's webhook.
@@ -199,6 +200,47 @@ async def _cancel(port: int, task_id: str) -> str:
     return f"{response.status} {state or response.body[:200]!r}"
 
 
+async def _round(
+    port: int,
+    pid: int,
+    task_id: str,
+    settings: StreamSettings,
+    clients: list[Http1Client],
+    before: Settled,
+) -> dict[str, Any]:
+    """Open ``settings.count`` streams, measure the server, close them, measure again."""
+    errors: list[str] = []
+    started = trio.current_time()
+    remaining = settings.count
+    while remaining > 0:
+        size = min(settings.batch, remaining)
+        with trio.fail_after(120):
+            errors += await _open_batch(port, task_id, size, clients)
+        remaining -= size
+    open_seconds = trio.current_time() - started
+    await trio.sleep(1.0)
+    during, fds_open = rss_kib(pid), _open_fds(pid)
+    opened = len(clients)
+    # "Released" allows for a few descriptors the server opens for other reasons.
+    fds_target = before.fds + max(10, opened // 100)
+    await _close_all(clients)
+    after = await _settle(pid, settings.settle_bound_s, fds_target)
+    return {
+        "opened": opened,
+        "failed": len(errors),
+        "first_error": errors[0] if errors else None,
+        "open_seconds": open_seconds,
+        "rss_open_kib": during,
+        "rss_after_close_kib": after.rss_kib,
+        "kib_per_stream": (during - before.rss_kib) / opened if opened else math.nan,
+        "after_minus_before_kib": after.rss_kib - before.rss_kib,
+        "server_fds": {"before": before.fds, "open": fds_open, "after_close": after.fds},
+        "fds_released_at_most": fds_target,
+        "close_wait_s": after.seconds,
+        "close_settled": after.settled,
+    }
+
+
 async def _streams(port: int, pid: int, settings: StreamSettings, nonce: str) -> dict[str, Any]:
     limit = raise_nofile_limit()
     if limit < settings.count + 100:
@@ -223,43 +265,22 @@ async def _streams(port: int, pid: int, settings: StreamSettings, nonce: str) ->
         await _close_all(clients)
         before = await _settle(pid, settings.settle_bound_s)
 
-        errors: list[str] = []
-        started = trio.current_time()
-        remaining = settings.count
-        while remaining > 0:
-            size = min(settings.batch, remaining)
-            with trio.fail_after(120):
-                errors += await _open_batch(port, task_id, size, clients)
-            remaining -= size
-        open_seconds = trio.current_time() - started
-        await trio.sleep(1.0)
-        during, fds_open = rss_kib(pid), _open_fds(pid)
-        opened = len(clients)
-
-        # "Released" allows for a few descriptors the server opens for other reasons.
-        fds_target = before.fds + max(10, opened // 100)
-        await _close_all(clients)
-        after = await _settle(pid, settings.settle_bound_s, fds_target)
+        first = await _round(port, pid, task_id, settings, clients, before)
+        # The same again: a server that keeps what the first round left behind
+        # grows here; one that reuses its freed memory does not.
+        second = await _round(port, pid, task_id, settings, clients, before)
         # Cancelling writes a final event to every stream the server still holds.
         cancel_outcome = await _cancel(port, task_id)
         cancelled = True
+        fds_target = before.fds + max(10, settings.count // 100)
         after_cancel = await _settle(pid, settings.settle_bound_s, fds_target)
 
         return {
             "requested": settings.count,
-            "opened": opened,
-            "failed": len(errors),
-            "first_error": errors[0] if errors else None,
-            "open_seconds": open_seconds,
+            **first,
             "rss_before_kib": before.rss_kib,
-            "rss_open_kib": during,
-            "rss_after_close_kib": after.rss_kib,
-            "kib_per_stream": (during - before.rss_kib) / opened if opened else math.nan,
-            "after_minus_before_kib": after.rss_kib - before.rss_kib,
-            "server_fds": {"before": before.fds, "open": fds_open, "after_close": after.fds},
-            "fds_released_at_most": fds_target,
-            "close_wait_s": after.seconds,
-            "close_settled": after.settled,
+            "second_round": second,
+            "growth_kib": second["rss_open_kib"] - first["rss_open_kib"],
             "cancel": cancel_outcome,
             "rss_after_cancel_kib": after_cancel.rss_kib,
             "fds_after_cancel": after_cancel.fds,

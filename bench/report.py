@@ -223,9 +223,20 @@ def _streams_row(result: Result) -> list[str]:
         ),
         _mib(result["after_minus_before_kib"]),
         released,
+        _second_round(result),
         f"{_mib(result['rss_after_cancel_kib'])} MiB, "
         f"{max(0, result['fds_after_cancel'] - fds['before']):,} held",
     ]
+
+
+def _second_round(result: Result) -> str:
+    second = result.get("second_round")
+    if not second:
+        return ""
+    return (
+        f"{_mib(second['rss_open_kib'])} / {_mib(second['rss_after_close_kib'])} "
+        f"(growth {_mib(result['growth_kib'])})"
+    )
 
 
 STREAMS_HEADER = [
@@ -236,6 +247,7 @@ STREAMS_HEADER = [
     "RSS MiB before / all open / after close",
     "after close - before MiB",
     "connections released after close",
+    "second round: all open / after close MiB",
     "after the task is cancelled",
 ]
 
