@@ -7,7 +7,7 @@ from typing import Any
 
 import trio
 
-from a2a_trio.protocol import StreamResponse, SubscribeToTaskRequest
+from a2a_trio.protocol import SubscribeToTaskRequest
 from a2a_trio.protocol.sse import KEEPALIVE
 from a2a_trio.server.bindings import _event_stream
 
@@ -23,7 +23,7 @@ async def test_an_idle_stream_sends_a_keepalive_comment_every_interval(
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
         stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
-        response = _event_stream(stream, StreamResponse.to_json, keepalive=15.0)
+        response = _event_stream(stream, lambda text: text, keepalive=15.0)
         chunks: list[tuple[float, bytes]] = []
         started = trio.current_time()
 
@@ -53,7 +53,7 @@ async def test_a_client_that_goes_away_ends_the_relay_but_not_the_task(
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
         stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
-        response = _event_stream(stream, StreamResponse.to_json, keepalive=15.0)
+        response = _event_stream(stream, lambda text: text, keepalive=15.0)
         frames: list[bytes] = []
 
         async def send(message: dict[str, Any]) -> None:

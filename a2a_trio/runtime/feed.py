@@ -18,7 +18,9 @@ from ..protocol import StreamResponse, Task
 
 __all__ = ["TaskFeed"]
 
-FeedItem = tuple[int, StreamResponse]
+#: A published streamed event: its log sequence, the event, and its JSON text
+#: as recorded (None when it has not been rendered), so relays need not render it again.
+FeedItem = tuple[int, StreamResponse, str | None]
 
 
 class TaskFeed:
@@ -30,7 +32,7 @@ class TaskFeed:
         #: The task as recorded: ahead of ``snapshot`` while events are held.
         self.current = snapshot
         self.last_seq = last_seq
-        self._held: list[tuple[int, Task, StreamResponse | None]] = []
+        self._held: list[tuple[int, Task, StreamResponse | None, str | None]] = []
         self._holding = False
         self._uncommitted_from = 0
         self._recent: deque[FeedItem] = deque()
@@ -48,14 +50,20 @@ class TaskFeed:
         return self._wakeup
 
     def record(
-        self, seq: int, snapshot: Task, response: StreamResponse | None, *, hold: bool = False
+        self,
+        seq: int,
+        snapshot: Task,
+        response: StreamResponse | None,
+        text: str | None = None,
+        *,
+        hold: bool = False,
     ) -> None:
         """A recorded event: publish it now, or hold it (and all after it) until released."""
         self.current = snapshot
         if hold or self._holding or self._held:
-            self._held.append((seq, snapshot, response))
+            self._held.append((seq, snapshot, response, text))
         else:
-            self.publish(seq, snapshot, response)
+            self.publish(seq, snapshot, response, text)
 
     def hold(self) -> None:
         """Hold every event recorded from now on until :meth:`release` or :meth:`discard`.
@@ -73,8 +81,8 @@ class TaskFeed:
         """Publish the held events, in order, and stop holding."""
         self._holding = False
         held, self._held = self._held, []
-        for seq, snapshot, response in held:
-            self.publish(seq, snapshot, response)
+        for seq, snapshot, response, text in held:
+            self.publish(seq, snapshot, response, text)
 
     def discard(self) -> None:
         """Forget the events held since :meth:`hold` (their transaction rolled back)."""
@@ -86,7 +94,9 @@ class TaskFeed:
         """Take the stored task as both the current and the published state."""
         self.snapshot = self.current = snapshot
 
-    def publish(self, seq: int, snapshot: Task, response: StreamResponse | None) -> None:
+    def publish(
+        self, seq: int, snapshot: Task, response: StreamResponse | None, text: str | None = None
+    ) -> None:
         """Make a committed event visible. ``response`` is None for history-only rows."""
         self.current = self.current if self._held else snapshot
         self.snapshot = snapshot
@@ -96,7 +106,7 @@ class TaskFeed:
         if response is not None:
             if len(self._recent) >= self._window:
                 self._evicted_through = self._recent.popleft()[0]
-            self._recent.append((seq, response))
+            self._recent.append((seq, response, text))
         self.notify()
 
     def notify(self) -> None:

@@ -357,7 +357,9 @@ class AgentHost:
         cursor = execution.start_seq
         if execution.continuing:
             assert execution.start_snapshot is not None
-            initial.append((execution.start_seq, StreamResponse(task=execution.start_snapshot)))
+            initial.append(
+                (execution.start_seq, StreamResponse(task=execution.start_snapshot), None)
+            )
         return TaskEventStream(self, live.task_id, cursor, initial, execution=execution)
 
     # --- execution ------------------------------------------------------------
@@ -589,6 +591,7 @@ class AgentHost:
             update={"context_id": context.context_id, "status": status, "history": history or None}
         )
         response = StreamResponse(task=task)
+        payload = response.to_json()
         configuration = context.configuration
         config = configuration.task_push_notification_config if configuration else None
         if config is not None:
@@ -598,11 +601,11 @@ class AgentHost:
             context.caller.identifier,
             task,
             kind="task",
-            payload=response.to_json(),
+            payload=payload,
             push_config=config,
             push=self.push_notifications,
         )
-        live.feed.record(written.seq, task, response, hold=self._holds(written.queued))
+        live.feed.record(written.seq, task, response, payload, hold=self._holds(written.queued))
         self._queued(live, written.queued)
         execution.settle_first()
 
@@ -648,7 +651,7 @@ class AgentHost:
         written = self.store.append(
             self.name, snapshot, kind=kind, payload=payload, push=self.push_notifications
         )
-        live.feed.record(written.seq, snapshot, response, hold=self._holds(written.queued))
+        live.feed.record(written.seq, snapshot, response, payload, hold=self._holds(written.queued))
         self._queued(live, written.queued)
 
     def _holds(self, notifications: int) -> bool:
@@ -836,7 +839,7 @@ class AgentHost:
             self,
             request.id,
             cursor,
-            [(cursor, StreamResponse(task=snapshot))],
+            [(cursor, StreamResponse(task=snapshot), None)],
             stop_on_interrupt=False,
         )
 
@@ -971,7 +974,7 @@ class TaskEventStream:
         self._cursor = cursor
         # Events at or before the origin (the opening snapshot) never end the stream.
         self._origin = cursor
-        self._pending: deque[FeedItem | tuple[None, StreamResponse]] = deque(initial)
+        self._pending: deque[FeedItem | tuple[None, StreamResponse, None]] = deque(initial)
         self._execution = execution
         self._stop_on_interrupt = stop_on_interrupt
         self._finished = False
@@ -981,18 +984,23 @@ class TaskEventStream:
     def single(cls, response: StreamResponse) -> TaskEventStream:
         """A stream of exactly one event (a direct Message answer)."""
         stream = cls(None, "", 0, [])
-        stream._pending.append((None, response))
+        stream._pending.append((None, response, None))
         stream._finished = True
         return stream
 
     async def receive(self) -> tuple[int | None, StreamResponse]:
         """The next event and its log sequence; raises ``trio.EndOfChannel`` at the end."""
+        seq, response, _ = await self.receive_rendered()
+        return seq, response
+
+    async def receive_rendered(self) -> tuple[int | None, StreamResponse, str]:
+        """Like :meth:`receive`, with the event's JSON text (as recorded, when it was)."""
         while True:
             if self._pending:
-                seq, response = self._pending.popleft()
+                seq, response, text = self._pending.popleft()
                 if seq is None or seq > self._origin:
                     self._note_end(response)
-                return seq, response
+                return seq, response, text if text is not None else response.to_json()
             if self._finished or self._host is None:
                 self.close()
                 raise trio.EndOfChannel
@@ -1006,7 +1014,7 @@ class TaskEventStream:
             if items is None:
                 assert self._host is not None
                 items = [
-                    (event.seq, StreamResponse.model_validate_json(event.payload))
+                    (event.seq, StreamResponse.model_validate_json(event.payload), event.payload)
                     for event in self._host.store.events_after(
                         self._host.name, self._task_id, self._cursor
                     )

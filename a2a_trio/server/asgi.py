@@ -124,10 +124,10 @@ class ProtocolRequest:
 
 @dataclass(frozen=True, slots=True)
 class EventStreamBody:
-    """An SSE body: the stream's events rendered by ``render``, with keep-alives."""
+    """An SSE body: each event's JSON text wrapped by ``render``, with keep-alives."""
 
     stream: TaskEventStream
-    render: Callable[[Any], str]
+    render: Callable[[str], str]
     keepalive: float
 
 
@@ -173,13 +173,13 @@ async def _relay(body: EventStreamBody, send: Send) -> None:
             # receive() is cancel-safe: a keep-alive timeout loses nothing.
             with trio.move_on_after(body.keepalive) as timer:
                 try:
-                    seq, response = await stream.receive()
+                    seq, _, text = await stream.receive_rendered()
                 except trio.EndOfChannel:
                     return
             if timer.cancelled_caught:
                 frame = KEEPALIVE
             else:
-                frame = format_event(body.render(response), event_id=seq)
+                frame = format_event(body.render(text), event_id=seq)
             await send({"type": "http.response.body", "body": frame, "more_body": True})
     except Exception:
         log.exception("event stream failed")

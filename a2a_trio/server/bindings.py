@@ -20,8 +20,6 @@ from ..protocol import (
     InternalError,
     InvalidParamsError,
     MethodNotAllowedError,
-    ProtoModel,
-    StreamResponse,
     negotiate_version,
     parse_jsonrpc,
     parse_rest,
@@ -116,9 +114,13 @@ def _json(
     return ProtocolResponse(status, data, headers=headers or {})
 
 
+def _as_is(text: str) -> str:
+    return text
+
+
 def _event_stream(
     stream: TaskEventStream,
-    render: Callable[[StreamResponse], str],
+    render: Callable[[str], str],
     keepalive: float,
 ) -> ProtocolResponse:
     return ProtocolResponse(
@@ -201,7 +203,7 @@ async def handle_jsonrpc(
     if isinstance(outcome, TaskEventStream):
         return _event_stream(
             outcome,
-            lambda response: _jsonrpc_result(request_id, response.to_json()),
+            lambda text: _jsonrpc_result(request_id, text),
             settings.keepalive_interval,
         )
     return _json(_jsonrpc_result(request_id, outcome.to_json()))
@@ -244,5 +246,5 @@ async def handle_rest(
         log.exception("HTTP+JSON request failed")
         return _rest_error(InternalError())
     if isinstance(outcome, TaskEventStream):
-        return _event_stream(outcome, ProtoModel.to_json, settings.keepalive_interval)
+        return _event_stream(outcome, _as_is, settings.keepalive_interval)
     return _json(outcome.to_json())
