@@ -996,6 +996,23 @@ class TaskEventStream:
     async def receive_rendered(self) -> tuple[int | None, StreamResponse, str]:
         """Like :meth:`receive`, with the event's JSON text (as recorded, when it was)."""
         while True:
+            ready = self._poll()
+            if not isinstance(ready, trio.Event):
+                return ready
+            await ready.wait()
+
+    def receive_ready(self) -> tuple[int | None, StreamResponse, str] | None:
+        """The next event if it is already there, else None (never waits).
+
+        Raises ``trio.EndOfChannel`` at the end, like :meth:`receive`. A relay
+        uses it to send the events published together in one write.
+        """
+        ready = self._poll()
+        return None if isinstance(ready, trio.Event) else ready
+
+    def _poll(self) -> tuple[int | None, StreamResponse, str] | trio.Event:
+        """The next event, or the wake-up to wait on before asking again."""
+        while True:
             if self._pending:
                 seq, response, text = self._pending.popleft()
                 if seq is None or seq > self._origin:
@@ -1030,7 +1047,7 @@ class TaskEventStream:
             if self._execution is None and snapshot is not None and snapshot.status.state.is_final:
                 self._finished = True
                 continue
-            await wakeup.wait()
+            return wakeup
 
     def _note_end(self, response: StreamResponse) -> None:
         state = _response_state(response)

@@ -158,8 +158,7 @@ class ProtocolResponse:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
                 await send(self._start())
-                await _relay(body, send)
-                await send({"type": "http.response.body", "body": b""})
+                await _relay(body, send)  # ends the body
                 nursery.cancel_scope.cancel()
         finally:
             # The client may be gone: the task goes on, the stream lets go of it.
@@ -167,22 +166,37 @@ class ProtocolResponse:
 
 
 async def _relay(body: EventStreamBody, send: Send) -> None:
+    """Relay the stream's events; those already there when one arrives go in the same write."""
     stream = body.stream
     try:
         while True:
-            # receive() is cancel-safe: a keep-alive timeout loses nothing.
+            # receive_rendered() is cancel-safe: a keep-alive timeout loses nothing.
             with trio.move_on_after(body.keepalive) as timer:
                 try:
                     seq, _, text = await stream.receive_rendered()
                 except trio.EndOfChannel:
-                    return
+                    break
             if timer.cancelled_caught:
-                frame = KEEPALIVE
-            else:
-                frame = format_event(body.render(text), event_id=seq)
-            await send({"type": "http.response.body", "body": frame, "more_body": True})
+                await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                continue
+            frames = [format_event(body.render(text), event_id=seq)]
+            ended = False
+            while True:
+                try:
+                    ready = stream.receive_ready()
+                except trio.EndOfChannel:
+                    ended = True
+                    break
+                if ready is None:
+                    break
+                frames.append(format_event(body.render(ready[2]), event_id=ready[0]))
+            data = b"".join(frames)
+            await send({"type": "http.response.body", "body": data, "more_body": not ended})
+            if ended:
+                return
     except Exception:
         log.exception("event stream failed")
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
