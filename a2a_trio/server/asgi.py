@@ -4,9 +4,10 @@ Every protocol call goes through here, so its cost is paid on every message.
 Quart's routing, request and app contexts and response conversion cost about
 0.2 ms of CPU a request (a trivial JSON POST on one core of the benchmark
 machine: 1,250-1,550 answers a second through Quart, 1,850-2,100 straight
-from ASGI, both on hypercorn's trio worker; see docs/benchmarks.md). :class:`A2AApp` therefore answers its protocol routes
-(``{prefix}/jsonrpc`` and ``{prefix}/rest/...``) from these few classes, and
-leaves Quart the rest: cards, the lifespan, and any route an application adds.
+from ASGI, both on hypercorn's trio worker; see docs/benchmarks.md).
+:class:`A2AApp` therefore answers its protocol routes (``{prefix}/jsonrpc``
+and ``{prefix}/rest/...``) from these few classes, and leaves Quart the
+rest: cards, the lifespan, and any route an application adds.
 """
 
 from __future__ import annotations
