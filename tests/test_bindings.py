@@ -347,6 +347,14 @@ async def test_card_has_cache_validators_and_answers_304(server: LiveServer) -> 
     assert again.status_code == 304
     assert again.content == b""
     assert again.headers["etag"] == etag
+    # GET is answered before Quart's routing, HEAD by Quart: the same headers.
+    head = await server.client.head("/.well-known/agent-card.json")
+    assert head.status_code == 200 and head.content == b""
+    for name in ("etag", "cache-control", "last-modified", "content-type"):
+        assert head.headers[name] == response.headers[name]
+    assert response.headers["access-control-allow-origin"] == "*"
+    other = await server.client.post("/.well-known/agent-card.json", content=b"{}")
+    assert other.status_code == 405 and other.headers["content-type"] == "application/json"
 
 
 async def test_card_routes_need_no_version_header(server: LiveServer) -> None:

@@ -17,10 +17,10 @@ from ..protocol import AgentCard
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
 from ..store import TaskStore
-from .asgi import ClientGone, ProtocolRequest
+from .asgi import ClientGone, ProtocolRequest, ProtocolResponse
 from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
-from .cards import CardSource, ServedCard, import_object, resolve_card
+from .cards import CardSource, ServedCard, card_response, import_object, resolve_card
 from .mount import AgentMount, Authenticate
 
 __all__ = ["A2AApp", "LazyApp"]
@@ -89,6 +89,8 @@ class A2AApp(QuartTrio):
         self._root_route_added = False
         #: Mounts whose protocol routes __call__ answers, longest prefix first.
         self._protocol_routes: list[AgentMount] = []
+        #: Card paths (GET answered in __call__) and the agent each belongs to.
+        self._card_routes: dict[str, AgentMount] = {}
         #: Delivers every agent's webhooks from the outbox (see a2a_trio.push).
         self.push = PushDispatcher(self.store, self.push_settings)
         self._push_scope: trio.CancelScope | None = None
@@ -192,6 +194,7 @@ class A2AApp(QuartTrio):
         if owner is None or self._root_route_added:
             return
         self._root_route_added = True
+        self._card_routes[WELL_KNOWN_PATH] = owner
         view = self.view_functions[f"a2a.{owner.name}.card"]
         self.add_url_rule(WELL_KNOWN_PATH, f"a2a.{owner.name}.well-known", view, methods=["GET"])
 
@@ -200,10 +203,11 @@ class A2AApp(QuartTrio):
         served = mount.card
 
         async def card_view() -> Response:
-            body, etag = served.render(base_url(request, settings))
-            headers = served.headers(etag) | {"Access-Control-Allow-Origin": "*"}
-            match = request.headers.get("If-None-Match", "")
-            if match and (match.strip() == "*" or etag in (t.strip() for t in match.split(","))):
+            # GET is answered in __call__; this serves HEAD (and OPTIONS) the same way.
+            status, body, headers = card_response(
+                served, base_url(request, settings), request.headers.get("If-None-Match")
+            )
+            if status == 304:
                 return Response(b"", status=304, headers=headers)
             return Response(body, status=200, headers=headers, content_type="application/json")
 
@@ -211,6 +215,7 @@ class A2AApp(QuartTrio):
         self.add_url_rule(
             f"{mount.prefix}{WELL_KNOWN_PATH}", f"{base}.card", card_view, methods=["GET"]
         )
+        self._card_routes[f"{mount.prefix}{WELL_KNOWN_PATH}"] = mount
         # Protocol routes are answered in __call__, before Quart (see server.asgi).
         self._protocol_routes.append(mount)
         self._protocol_routes.sort(key=lambda m: len(m.prefix), reverse=True)
@@ -238,7 +243,20 @@ class A2AApp(QuartTrio):
             if route is not None:
                 await self._serve_protocol(route, scope, receive, send)
                 return
+            card_owner = self._card_routes.get(scope["path"])
+            if card_owner is not None and scope["method"] == "GET":
+                await self._serve_card(card_owner, scope, receive, send)
+                return
         await super().__call__(scope, receive, send)
+
+    async def _serve_card(self, mount: AgentMount, scope: Any, receive: Any, send: Any) -> None:
+        """GET of a card, the most frequent request after messages (clients poll it)."""
+        request = ProtocolRequest(scope, receive)
+        status, body, headers = card_response(
+            mount.card, base_url(request, self.a2a_settings), request.header("If-None-Match")
+        )
+        content_type = "application/json" if status == 200 else None
+        await ProtocolResponse(status, body, content_type, headers).send(send, receive)
 
     async def _serve_protocol(
         self, route: tuple[AgentMount, str | None], scope: Any, receive: Any, send: Any

@@ -138,11 +138,13 @@ class ProtocolResponse:
 
     status: int
     body: bytes | EventStreamBody
-    content_type: str = "application/json"
+    content_type: str | None = "application/json"
     headers: Mapping[str, str] = field(default_factory=dict)
 
     def _start(self) -> dict[str, Any]:
-        headers: list[tuple[bytes, bytes]] = [(b"content-type", self.content_type.encode())]
+        headers: list[tuple[bytes, bytes]] = []
+        if self.content_type is not None:
+            headers.append((b"content-type", self.content_type.encode()))
         if isinstance(self.body, bytes):
             headers.append((b"content-length", str(len(self.body)).encode()))
         headers += _encode(self.headers.items())

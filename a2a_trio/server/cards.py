@@ -13,7 +13,14 @@ from typing import Any
 
 from ..protocol import PROTOCOL_VERSION, AgentCard, AgentInterface
 
-__all__ = ["CardSource", "ServedCard", "card_problems", "import_object", "resolve_card"]
+__all__ = [
+    "CardSource",
+    "ServedCard",
+    "card_problems",
+    "card_response",
+    "import_object",
+    "resolve_card",
+]
 
 #: A card, its JSON mapping, an import path ("pkg.mod:obj"), a callable that
 #: returns either, or a provider object with a ``card()`` method (a class is
@@ -114,6 +121,18 @@ class ServedCard:
             "Cache-Control": f"public, max-age={self.max_age}",
             "Last-Modified": format_datetime(self.last_modified, usegmt=True),
         }
+
+
+def card_response(
+    served: ServedCard, base_url: str, if_none_match: str | None
+) -> tuple[int, bytes, dict[str, str]]:
+    """Status, body and headers of a card GET: 304 when ``If-None-Match`` names its ETag."""
+    body, etag = served.render(base_url)
+    headers = served.headers(etag) | {"Access-Control-Allow-Origin": "*"}
+    match = (if_none_match or "").strip()
+    if match and (match == "*" or etag in (tag.strip() for tag in match.split(","))):
+        return 304, b"", headers
+    return 200, body, headers
 
 
 _MEDIA_TYPE = re.compile(r"^[A-Za-z0-9][\w!#$&^.+-]*/[A-Za-z0-9*][\w!#$&^.+*-]*(\s*;.*)?$")
