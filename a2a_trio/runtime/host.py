@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import time
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -259,10 +260,10 @@ class AgentHost:
                     "message.contextId: does not match the context of task " + stored.task.id
                 )
             task_id = stored.task.id
-            context_id = stored.task.context_id or message.context_id or str(uuid.uuid4())
+            context_id = stored.task.context_id or message.context_id or new_id()
         else:
-            task_id = str(uuid.uuid4())
-            context_id = message.context_id or str(uuid.uuid4())
+            task_id = new_id()
+            context_id = message.context_id or new_id()
         message, credentials = _without_credentials(message)
         message = message.model_copy(update={"task_id": task_id, "context_id": context_id})
         request_metadata = dict(request.metadata or {})
@@ -931,6 +932,20 @@ def _bound_config(config: TaskPushNotificationConfig, task_id: str) -> TaskPushN
     )
 
 
+def new_id() -> str:
+    """A new task or context id: a UUID of version 7 (RFC 9562), ordered by time.
+
+    The store's keys and indexes start with these ids; ids in time order put
+    each new task's rows next to the last ones instead of on a random page,
+    so a commit, and the checkpoint after it, write fewer distinct pages.
+    """
+    millis = time.time_ns() // 1_000_000
+    value = (millis & 0xFFFF_FFFF_FFFF) << 80 | int.from_bytes(os.urandom(10), "big")
+    value = value & ~(0xF << 76) | 0x7 << 76  # version 7
+    value = value & ~(0x3 << 62) | 0x2 << 62  # RFC 9562 variant
+    return str(uuid.UUID(int=value))
+
+
 def event_task_id(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> str:
     return event.id if isinstance(event, Task) else event.task_id
 
@@ -974,7 +989,9 @@ class TaskEventStream:
         self._cursor = cursor
         # Events at or before the origin (the opening snapshot) never end the stream.
         self._origin = cursor
-        self._pending: deque[FeedItem | tuple[None, StreamResponse, None]] = deque(initial)
+        # A list, not a deque: it is mostly empty, and 10,000 idle streams each
+        # holding an empty deque (760 bytes) would cost over 7 MB.
+        self._pending: list[FeedItem | tuple[None, StreamResponse, None]] = list(initial)
         self._execution = execution
         self._stop_on_interrupt = stop_on_interrupt
         self._finished = False
@@ -1014,7 +1031,7 @@ class TaskEventStream:
         """The next event, or the wake-up to wait on before asking again."""
         while True:
             if self._pending:
-                seq, response, text = self._pending.popleft()
+                seq, response, text = self._pending.pop(0)
                 if seq is None or seq > self._origin:
                     self._note_end(response)
                 return seq, response, text if text is not None else response.to_json()

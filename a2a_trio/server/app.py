@@ -261,16 +261,21 @@ class A2AApp(QuartTrio):
     async def _serve_protocol(
         self, route: tuple[AgentMount, str | None], scope: Any, receive: Any, send: Any
     ) -> None:
+        response = await self._answer(route, ProtocolRequest(scope, receive))
+        if response is not None:
+            # The request is let go by now: a stream holds only what it relays.
+            await response.send(send, receive)
+
+    async def _answer(
+        self, route: tuple[AgentMount, str | None], request: ProtocolRequest
+    ) -> ProtocolResponse | None:
         mount, rest_path = route
-        request = ProtocolRequest(scope, receive)
         try:
             if rest_path is None:
-                response = await handle_jsonrpc(request, mount, self.a2a_settings)
-            else:
-                response = await handle_rest(request, mount, self.a2a_settings, rest_path)
+                return await handle_jsonrpc(request, mount, self.a2a_settings)
+            return await handle_rest(request, mount, self.a2a_settings, rest_path)
         except ClientGone:
-            return
-        await response.send(send, receive)
+            return None
 
     # --- lifespan -------------------------------------------------------------------
 
