@@ -73,10 +73,6 @@ class TaskFeed:
         self._holding = True
         self._uncommitted_from = len(self._held)
 
-    @property
-    def holding(self) -> bool:
-        return bool(self._held)
-
     def release(self) -> None:
         """Publish the held events, in order, and stop holding."""
         self._holding = False

@@ -225,16 +225,9 @@ class TaskStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        if self._batch is not None:  # part of the open batch: it commits
+        """One transaction; inside an open :meth:`batch`, part of it (the batch commits)."""
+        with self.batch():
             yield self._conn
-            return
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
 
     @contextmanager
     def batch(self) -> Iterator[None]:
