@@ -53,7 +53,7 @@ class StorageSettings(_Section):
 class RuntimeSettings(_Section):
     cancel_grace: float = Field(default=5.0, ge=0)
     shutdown_grace: float = Field(default=10.0, ge=0)
-    queue_size: int = Field(default=64, ge=1)
+    queue_size: int = Field(default=256, ge=1)
 
 
 class ServerSection(_Section):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from a2a_trio import Principal, TaskState
 from a2a_trio.protocol import (
@@ -26,7 +27,14 @@ from a2a_trio.protocol import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from a2a_trio.runtime import AgentHost, HostSettings
+from a2a_trio.runtime import (
+    AgentExecutor,
+    AgentHost,
+    EventQueue,
+    HostSettings,
+    RequestContext,
+    TaskUpdater,
+)
 from a2a_trio.store import TaskStore
 
 from .agents import ScriptedExecutor
@@ -385,3 +393,101 @@ async def test_a_lagging_subscriber_catches_up_from_the_log(
         await trio.sleep(1)  # artifact and completion are both published before we read
         seqs = [seq async for seq, _ in stream]
         assert seqs == [2, 3, 4]
+
+
+# --- the recorder: one transaction per round, one savepoint per task --------------------------
+
+
+class _TogetherExecutor(AgentExecutor):
+    """Waits for ``start``, then reports a whole echo task without yielding.
+
+    Executions released by the same ``start.set()`` run in the same scheduling
+    batch, so the recorder finds all their events in one round.
+    """
+
+    def __init__(self) -> None:
+        self.start = trio.Event()
+
+    async def execute(self, context: RequestContext, queue: EventQueue) -> None:
+        await self.start.wait()
+        updater = TaskUpdater(queue, context.task_id, context.context_id)
+        await updater.submit()
+        await updater.start_work()
+        await updater.add_artifact(context.user_text())
+        await updater.complete()
+
+
+async def _send_together(host: AgentHost, start: trio.Event, *texts: str) -> dict[str, Task]:
+    answers: dict[str, Task] = {}
+
+    async def send(text: str) -> None:
+        answers[text] = await sent_task(host, text)
+
+    async with trio.open_nursery() as nursery:
+        for text in texts:
+            nursery.start_soon(send, text)
+        await trio.testing.wait_all_tasks_blocked()
+        start.set()
+    return answers
+
+
+def _poison(store: TaskStore, sql: str) -> None:
+    store.open().db.conn.executescript(sql)
+
+
+async def test_a_task_whose_events_cannot_be_stored_costs_no_other_task_its_events(
+    tmp_path: Path,
+) -> None:
+    executor = _TogetherExecutor()
+    async with running_host(tmp_path, executor) as host:  # type: ignore[arg-type]
+        # A real SQLite failure for one task's artifact only.
+        _poison(
+            host.store,
+            "CREATE TRIGGER poison BEFORE INSERT ON task_events"
+            " WHEN NEW.kind = 'artifact' AND NEW.payload LIKE '%poison%'"
+            " BEGIN SELECT RAISE(ABORT, 'poisoned artifact'); END;",
+        )
+        answers = await _send_together(host, executor.start, "clean one", "poison", "clean two")
+        for text in ("clean one", "clean two"):
+            task = answers[text]
+            assert task.status.state is TaskState.COMPLETED
+            assert states_of(host, task.id) == [
+                "TASK_STATE_SUBMITTED",
+                "TASK_STATE_WORKING",
+                "TASK_STATE_COMPLETED",
+            ]
+        poisoned = answers["poison"]
+        assert poisoned.status.state is TaskState.FAILED
+        assert poisoned.status.message is not None
+        assert "server failed" in (poisoned.status.message.parts[0].text or "")
+        # Nothing of the rolled-back events was stored: only the host's ending.
+        assert states_of(host, poisoned.id) == ["TASK_STATE_SUBMITTED", "TASK_STATE_FAILED"]
+        assert not poisoned.artifacts
+
+
+async def test_a_failed_commit_publishes_nothing_of_its_round_and_the_host_goes_on(
+    tmp_path: Path,
+) -> None:
+    executor = _TogetherExecutor()
+    async with running_host(tmp_path, executor) as host:  # type: ignore[arg-type]
+        # A deferred foreign key broken by one task's artifact fails the COMMIT itself.
+        _poison(
+            host.store,
+            "PRAGMA foreign_keys = ON;"
+            " CREATE TABLE doom_parent (id INTEGER PRIMARY KEY);"
+            " CREATE TABLE doom_child (parent INTEGER"
+            "  REFERENCES doom_parent (id) DEFERRABLE INITIALLY DEFERRED);"
+            " CREATE TRIGGER doom AFTER INSERT ON task_events"
+            " WHEN NEW.kind = 'artifact' AND NEW.payload LIKE '%doom%'"
+            " BEGIN INSERT INTO doom_child VALUES (42); END;",
+        )
+        answers = await _send_together(host, executor.start, "doom", "bystander")
+        for task in answers.values():
+            assert task.status.state is TaskState.FAILED
+            assert states_of(host, task.id) == ["TASK_STATE_SUBMITTED", "TASK_STATE_FAILED"]
+            assert not task.artifacts
+        # The transaction did not stay open: the next task is stored as usual.
+        executor.start.set()
+        later = await sent_task(host, "later")
+        assert later.status.state is TaskState.COMPLETED
+        assert states_of(host, later.id)[-1] == "TASK_STATE_COMPLETED"

@@ -54,13 +54,25 @@ class ProtoModel(BaseModel):
         return cls.model_validate(data)
 
 
+def oneof_count(model: BaseModel) -> int:
+    """How many fields of ``model`` are set: a protobuf oneof wants exactly one."""
+    return sum(value is not None for value in model.__dict__.values())
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
 def format_timestamp(value: datetime) -> str:
     """RFC 3339 in UTC with millisecond precision: ``2025-10-28T10:30:00.000Z``."""
-    return utc_naive(value).isoformat(timespec="milliseconds") + "Z"
+    return iso_utc(value, "milliseconds")
+
+
+def iso_utc(value: datetime, timespec: str) -> str:
+    """``value`` in UTC as ISO 8601 with a ``Z``; naive values are taken as UTC."""
+    if value.tzinfo is UTC:  # what utcnow() gives: no conversion needed
+        return value.isoformat(timespec=timespec)[:-6] + "Z"
+    return utc_naive(value).isoformat(timespec=timespec) + "Z"
 
 
 def utc_naive(value: datetime) -> datetime:

@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from ._base import Base64Bytes, ProtoEnum, ProtoModel, Timestamp
+from ._base import Base64Bytes, ProtoEnum, ProtoModel, Timestamp, oneof_count
 
 __all__ = [
     "APIKeySecurityScheme",
@@ -140,13 +140,14 @@ class Part(ProtoModel):
 
     @model_validator(mode="after")
     def _exactly_one_content(self) -> Part:
-        present = [
-            name
-            for name in ("text", "raw", "url", "data")
-            if getattr(self, name) is not None
-            or (name == "data" and "data" in self.model_fields_set)
-        ]
-        if len(present) != 1:
+        has_data = self.data is not None or "data" in self.model_fields_set
+        contents = (self.text is not None) + (self.raw is not None) + (self.url is not None)
+        if contents + has_data != 1:
+            present = [
+                name
+                for name in ("text", "raw", "url", "data")
+                if getattr(self, name) is not None or (name == "data" and has_data)
+            ]
             found = ", ".join(present) if present else "none"
             raise ValueError(
                 f"a part must have exactly one of text, raw, url or data (found: {found})"
@@ -349,8 +350,7 @@ class OAuthFlows(ProtoModel):
 
     @model_validator(mode="after")
     def _exactly_one_flow(self) -> OAuthFlows:
-        present = [name for name, value in self if value is not None]
-        if len(present) != 1:
+        if oneof_count(self) != 1:
             raise ValueError("OAuth flows must describe exactly one flow")
         return self
 
@@ -381,8 +381,7 @@ class SecurityScheme(ProtoModel):
 
     @model_validator(mode="after")
     def _exactly_one_scheme(self) -> SecurityScheme:
-        present = [name for name, value in self if value is not None]
-        if len(present) != 1:
+        if oneof_count(self) != 1:
             raise ValueError("a security scheme must set exactly one scheme kind")
         return self
 
@@ -503,8 +502,7 @@ class StreamResponse(ProtoModel):
 
     @model_validator(mode="after")
     def _exactly_one_payload(self) -> StreamResponse:
-        present = [name for name, value in self if value is not None]
-        if len(present) != 1:
+        if oneof_count(self) != 1:
             raise ValueError(
                 "a stream response holds exactly one of task, message, "
                 "statusUpdate or artifactUpdate"

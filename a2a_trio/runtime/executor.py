@@ -95,20 +95,25 @@ class EventQueue:
     recorder together and are committed in one transaction.
     """
 
-    def __init__(self, send_channel: trio.MemorySendChannel[AgentEvent]) -> None:
+    def __init__(self, send_channel: trio.MemorySendChannel[Any]) -> None:
         self._send = send_channel
 
     async def enqueue_event(self, event: AgentEvent) -> None:
         """Hand one event to the host; waits only while the queue is full."""
         await trio.lowlevel.checkpoint_if_cancelled()
+        item = self._item(event)
         try:
-            self._send.send_nowait(event)
+            self._send.send_nowait(item)
         except trio.WouldBlock:
-            await self._send.send(event)
+            await self._send.send(item)
 
     def enqueue_event_nowait(self, event: AgentEvent) -> None:
         """Like :meth:`enqueue_event`; raises ``trio.WouldBlock`` when full."""
-        self._send.send_nowait(event)
+        self._send.send_nowait(self._item(event))
+
+    def _item(self, event: AgentEvent) -> object:
+        """What goes down the channel for ``event`` (the host tags it with its execution)."""
+        return event
 
     @classmethod
     def open(

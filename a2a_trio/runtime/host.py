@@ -81,8 +81,9 @@ class HostSettings:
     cancel_grace: float = 5.0
     #: How long shutdown lets running executions finish before cancelling them.
     shutdown_grace: float = 10.0
-    #: Events an executor may enqueue ahead of the recorder.
-    queue_size: int = 64
+    #: Events the host's executors, all together, may enqueue ahead of its
+    #: recorder; also the most events the recorder commits in one transaction.
+    queue_size: int = 256
     #: Recent events kept in memory per live task for readers that lag.
     feed_window: int = 256
     #: ListTasks page size when the request names none.
@@ -113,6 +114,10 @@ class _Execution:
     #: True while this execution may move its task out of an interrupted state.
     may_resume: bool = False
     cancel_requested: bool = False
+    #: Set once the recorder has dealt with every event this execution enqueued.
+    recorded: trio.Event = field(default_factory=trio.Event)
+    #: Why the recorder could not store this execution's events (they are dropped).
+    recording_error: Exception | None = None
 
     def settle_first(self) -> None:
         self.first.set()
@@ -129,6 +134,35 @@ class _LiveTask:
     users: int = 0
     #: Direct push mode: recorded events wait for their webhooks.
     undelivered: bool = False
+    #: Direct push mode: a task is delivering the held events, then publishes them.
+    flushing: bool = False
+
+
+#: What the recorder reads: an execution's event, or None once the execution ended.
+_Entry = tuple[_LiveTask, _Execution, AgentEvent | None]
+
+
+class _ExecutionQueue(EventQueue):
+    """An execution's event queue: its events go to the host's recorder, tagged."""
+
+    def __init__(
+        self, inbox: trio.MemorySendChannel[_Entry], live: _LiveTask, execution: _Execution
+    ) -> None:
+        super().__init__(inbox)
+        self._live = live
+        self._execution = execution
+        self._ended = False
+
+    def _item(self, event: AgentEvent) -> _Entry:
+        if self._ended:
+            raise trio.ClosedResourceError("the execution this queue served has ended")
+        return self._live, self._execution, event
+
+    async def end(self) -> None:
+        """Close the queue; returns once the recorder has dealt with every event in it."""
+        self._ended = True
+        await self._send.send((self._live, self._execution, None))
+        await self._execution.recorded.wait()
 
 
 class AgentHost:
@@ -158,6 +192,7 @@ class AgentHost:
         self._closing = False
         self._stop = trio.Event()
         self._finished = trio.Event()
+        self._inbox_send, self._inbox = trio.open_memory_channel[_Entry](self.settings.queue_size)
 
     # --- lifetime -------------------------------------------------------------
 
@@ -165,11 +200,16 @@ class AgentHost:
         """Own the host nursery until :meth:`close`; end crash leftovers first."""
         try:
             self._recover()
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                task_status.started()
-                await self._stop.wait()
-                await self._shutdown()
+            async with trio.open_nursery() as recording:
+                recording.start_soon(self._record_events)
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    task_status.started()
+                    await self._stop.wait()
+                    await self._shutdown()
+                # Every execution, cancel and delivery has ended, and each waited
+                # for its events to be recorded: the recorder has nothing left.
+                recording.cancel_scope.cancel()
         finally:
             self._nursery = None
             self._finished.set()
@@ -212,6 +252,11 @@ class AgentHost:
     def _spawn(self, fn: Callable[..., object], *args: object) -> None:
         if self._nursery is None or self._closing:
             raise UnsupportedOperationError("The agent is shutting down; try again later")
+        self._nursery.start_soon(fn, *args)  # type: ignore[arg-type]
+
+    def _spawn_anyway(self, fn: Callable[..., object], *args: object) -> None:
+        """Start host work that finishes what is under way, even while shutting down."""
+        assert self._nursery is not None
         self._nursery.start_soon(fn, *args)  # type: ignore[arg-type]
 
     # --- live task registry ---------------------------------------------------
@@ -418,19 +463,17 @@ class AgentHost:
         return True
 
     async def _execute(self, live: _LiveTask, execution: _Execution) -> None:
-        send, receive = trio.open_memory_channel[AgentEvent](self.settings.queue_size)
+        queue = _ExecutionQueue(self._inbox_send, live, execution)
         failure: BaseException | None = None
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._record_all, live, execution, receive)
-            async with send:
-                with execution.cancel_scope:
-                    try:
-                        await self.executor.execute(execution.context, EventQueue(send))
-                    except Exception as exc:  # an agent bug must not harm the server
-                        failure = exc
-                        log.exception(
-                            "executor of agent %s raised on task %s", self.name, live.task_id
-                        )
+        with execution.cancel_scope:
+            try:
+                await self.executor.execute(execution.context, queue)
+            except Exception as exc:  # an agent bug must not harm the server
+                failure = exc
+                log.exception("executor of agent %s raised on task %s", self.name, live.task_id)
+        await queue.end()
+        if execution.recording_error is not None:
+            raise execution.recording_error
         if failure is not None:
             self._end_if_open(live, TaskState.FAILED, f"The agent failed: {_describe(failure)}")
         elif execution.cancel_scope.cancelled_caught:
@@ -457,38 +500,60 @@ class AgentHost:
                 )
         await self._publish(live)
 
-    async def _record_all(
-        self,
-        live: _LiveTask,
-        execution: _Execution,
-        receive: trio.MemoryReceiveChannel[AgentEvent],
-    ) -> None:
-        """Record what the executor enqueues, a burst at a time.
+    # --- the recorder -----------------------------------------------------------
 
-        Every event already waiting in the queue joins the first one in a
-        single transaction; they are published together once it commits.
+    async def _record_events(self) -> None:
+        """The recorder: what every execution enqueues, committed, then published.
+
+        Each round takes every event waiting in the inbox (up to ``queue_size``)
+        and commits them in one transaction: under load, the events of many
+        tasks share a commit, and nothing is published before it. Each task's
+        share is a savepoint, so a task whose events cannot be stored costs no
+        other task its events.
         """
-        async with receive:
-            while True:
+        while True:
+            entries = [await self._inbox.receive()]
+            while len(entries) < self.settings.queue_size:
                 try:
-                    burst = [await receive.receive()]
-                except trio.EndOfChannel:
-                    return
-                while len(burst) < self.settings.queue_size:
-                    try:
-                        burst.append(receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                self._record_burst(live, execution, burst)
-                await self._publish(live)
+                    entries.append(self._inbox.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            self._record_round(entries)
 
-    def _record_burst(
-        self, live: _LiveTask, execution: _Execution, burst: list[AgentEvent]
-    ) -> None:
-        live.feed.hold()
+    def _record_round(self, entries: list[_Entry]) -> None:
+        by_task: dict[_LiveTask, list[tuple[_Execution, AgentEvent | None]]] = {}
+        for live, execution, event in entries:
+            by_task.setdefault(live, []).append((execution, event))
+        recorded: list[_LiveTask] = []
         try:
             with self.store.batch():
-                for event in burst:
+                for live, items in by_task.items():
+                    if self._record_share(live, items):
+                        recorded.append(live)
+        except Exception as error:  # the transaction failed: nothing of this round is stored
+            log.exception("agent %s could not commit recorded events", self.name)
+            for live in recorded:
+                live.feed.discard()
+            for _, execution, event in entries:
+                if event is not None:
+                    self._recording_failed(execution, error)
+            recorded = []
+        for live in recorded:
+            self._committed(live)
+        for _, execution, event in entries:
+            if event is None:
+                execution.recorded.set()
+
+    def _record_share(
+        self, live: _LiveTask, items: list[tuple[_Execution, AgentEvent | None]]
+    ) -> bool:
+        """Record one task's events of the round; False if they had to be rolled back."""
+        live.feed.hold()
+        try:
+            with self.store.savepoint():
+                for execution, event in items:
+                    if event is None or execution.recording_error is not None:
+                        continue
                     try:
                         self._record(live, execution, event)
                     except (_EventRefused, IllegalTransition) as refusal:
@@ -498,14 +563,24 @@ class AgentHost:
                             live.task_id,
                             refusal,
                         )
-        except BaseException:
+        except Exception as error:
+            log.exception("agent %s could not record events of task %s", self.name, live.task_id)
             live.feed.discard()  # rolled back: no one may see these events
-            raise
+            for execution, event in items:
+                if event is not None:
+                    self._recording_failed(execution, error)
+            return False
+        return True
 
-    # --- the recorder -----------------------------------------------------------
+    @staticmethod
+    def _recording_failed(execution: _Execution, error: Exception) -> None:
+        """The execution's events cannot be stored: stop it; its run reports the error."""
+        if execution.recording_error is None:
+            execution.recording_error = error
+        execution.cancel_scope.cancel()
 
     def _record(self, live: _LiveTask, execution: _Execution, event: AgentEvent) -> None:
-        """Check one executor event, commit it, then publish it."""
+        """Check one executor event and write it; its round commits, then publishes it."""
         context = execution.context
         if execution.answer is not None:
             raise _EventRefused(
@@ -620,11 +695,11 @@ class AgentHost:
             check_host_ending(current, requested)
         else:
             check_executor_move(current, requested, may_resume=execution.may_resume)
+        update: dict[str, object] = _context_update(event.context_id, snapshot)
         if event.status.timestamp is None:
-            event = event.model_copy(
-                update={"status": event.status.model_copy(update={"timestamp": utcnow()})}
-            )
-        event = event.model_copy(update={"context_id": snapshot.context_id or event.context_id})
+            update["status"] = event.status.model_copy(update={"timestamp": utcnow()})
+        if update:
+            event = event.model_copy(update=update)
         response = StreamResponse(status_update=event)
         self._append(live, apply_status(snapshot, event), "status", response.to_json(), response)
         if requested.is_interrupted:
@@ -635,7 +710,9 @@ class AgentHost:
         assert snapshot is not None
         if snapshot.status.state.is_final:
             raise _EventRefused("artifacts cannot be added to a task in a final state")
-        event = event.model_copy(update={"context_id": snapshot.context_id or event.context_id})
+        update = _context_update(event.context_id, snapshot)
+        if update:
+            event = event.model_copy(update=update)
         response = StreamResponse(artifact_update=event)
         self._append(
             live, apply_artifact(snapshot, event), "artifact", response.to_json(), response
@@ -668,14 +745,34 @@ class AgentHost:
         else:
             live.undelivered = True
 
-    async def _publish(self, live: _LiveTask) -> None:
-        """Publish the held events; in direct push mode, once their webhooks had them."""
+    def _committed(self, live: _LiveTask) -> None:
+        """Publish the held (committed) events; in direct push mode, after their webhooks."""
+        if live.flushing:
+            return  # the running delivery publishes these too
+        if live.undelivered and self.push is not None:
+            live.flushing = True
+            live.users += 1  # held until the delivery has published
+            self._spawn_anyway(self._deliver_then_publish, live)
+        else:
+            live.feed.release()
+
+    async def _deliver_then_publish(self, live: _LiveTask) -> None:
+        assert self.push is not None
         try:
-            if live.undelivered and self.push is not None:
+            while live.undelivered:
                 live.undelivered = False
                 await self.push.flush(self.name, live.task_id)
         finally:
+            live.flushing = False
             live.feed.release()
+            live.feed.notify()
+            self._release(live)
+
+    async def _publish(self, live: _LiveTask) -> None:
+        """Publish what is held; returns once it is (direct mode: once delivered)."""
+        self._committed(live)
+        while live.flushing:
+            await live.feed.wakeup.wait()
 
     def _end(self, live: _LiveTask, state: TaskState, reason: str) -> None:
         """Host-imposed ending (CANCELED or FAILED) with the reason as status message."""
@@ -749,17 +846,13 @@ class AgentHost:
                 ),
                 purpose="cancel",
             )
-            send, receive = trio.open_memory_channel[AgentEvent](self.settings.queue_size)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._record_all, live, canceller, receive)
-                async with send:
-                    with trio.move_on_after(self.settings.cancel_grace):
-                        try:
-                            await self.executor.cancel(canceller.context, EventQueue(send))
-                        except Exception:
-                            log.exception(
-                                "cancel of agent %s raised on task %s", self.name, live.task_id
-                            )
+            queue = _ExecutionQueue(self._inbox_send, live, canceller)
+            with trio.move_on_after(self.settings.cancel_grace):
+                try:
+                    await self.executor.cancel(canceller.context, queue)
+                except Exception:
+                    log.exception("cancel of agent %s raised on task %s", self.name, live.task_id)
+            await queue.end()
             self._end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
             await self._publish(live)
             done.set()
@@ -943,7 +1036,14 @@ def new_id() -> str:
     value = (millis & 0xFFFF_FFFF_FFFF) << 80 | int.from_bytes(os.urandom(10), "big")
     value = value & ~(0xF << 76) | 0x7 << 76  # version 7
     value = value & ~(0x3 << 62) | 0x2 << 62  # RFC 9562 variant
-    return str(uuid.UUID(int=value))
+    text = f"{value:032x}"  # uuid.UUID's own str(), without building the object
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+def _context_update(context_id: str, snapshot: Task) -> dict[str, object]:
+    """The update that gives an event its task's context id, when it lacks it."""
+    wanted = snapshot.context_id or context_id
+    return {} if wanted == context_id else {"context_id": wanted}
 
 
 def event_task_id(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> str:

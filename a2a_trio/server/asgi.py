@@ -51,6 +51,7 @@ class ProtocolRequest:
             name = raw_name.decode("latin-1").lower()
             self._headers.setdefault(name, []).append(raw_value.decode("latin-1"))
         self._query: dict[str, str] | None = None
+        self._last_values: dict[str, str] | None = None
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name`` (any case), or None."""
@@ -63,7 +64,9 @@ class ProtocolRequest:
     @property
     def headers(self) -> dict[str, str]:
         """Every header, lower-case names, the last value of repeated ones."""
-        return {name: values[-1] for name, values in self._headers.items()}
+        if self._last_values is None:
+            self._last_values = {name: values[-1] for name, values in self._headers.items()}
+        return self._last_values
 
     @property
     def query(self) -> dict[str, str]:
@@ -78,7 +81,8 @@ class ProtocolRequest:
 
     @property
     def cookies(self) -> dict[str, str]:
-        return dict(parse_cookie(self.header("cookie") or ""))
+        header = self.header("cookie")
+        return dict(parse_cookie(header)) if header else {}
 
     @property
     def content_type(self) -> str | None:

@@ -15,7 +15,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -30,7 +30,7 @@ from ..protocol import (
     TaskState,
     utcnow,
 )
-from ..protocol._base import utc_naive
+from ..protocol._base import iso_utc
 from ..protocol.models import AuthenticationInfo
 from .schema import migrate
 from .secrets import SecretBox, development_key
@@ -155,7 +155,7 @@ class _TaskRow:
 def _order_key(moment: datetime) -> str:
     # Fixed width and UTC, so text order is time order; microseconds break ties
     # that the millisecond wire format would leave.
-    return utc_naive(moment).isoformat(timespec="microseconds") + "Z"
+    return iso_utc(moment, "microseconds")
 
 
 class TaskStore:
@@ -175,6 +175,8 @@ class TaskStore:
         self._secrets: SecretBox | None = None
         #: Task rows of the open :meth:`batch`, written when it commits.
         self._batch: dict[tuple[str, str], _TaskRow] | None = None
+        #: Inside a :meth:`savepoint`: the rows it changed, as they were before.
+        self._undo: dict[tuple[str, str], _TaskRow | None] | None = None
 
     def open(self) -> TaskStore:
         """Connect and migrate (idempotent). Every other method opens on first use."""
@@ -252,7 +254,46 @@ class TaskStore:
             self._conn.execute("ROLLBACK")
             raise
         self._batch = None
-        self._conn.execute("COMMIT")
+        try:
+            self._conn.execute("COMMIT")
+        except BaseException:
+            # A failed COMMIT (a deferred constraint, I/O) leaves the transaction open.
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Inside an open :meth:`batch`: undo only this block's writes if it raises.
+
+        The rest of the batch is kept and still commits when the batch ends.
+        The host records several tasks' events in one batch this way, so one
+        task's failure costs no other task its events.
+        """
+        assert self._batch is not None and self._undo is None, "a savepoint in a batch, unnested"
+        self._undo = {}
+        self._conn.execute("SAVEPOINT burst")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK TO burst")
+            self._conn.execute("RELEASE burst")
+            for key, row in self._undo.items():
+                if row is None:
+                    del self._batch[key]
+                else:
+                    self._batch[key] = row
+            raise
+        finally:
+            self._undo = None
+        self._conn.execute("RELEASE burst")
+
+    def _keep_for_undo(self, key: tuple[str, str]) -> None:
+        """Inside a savepoint: remember the task row as it was, before a write changes it."""
+        if self._undo is not None and key not in self._undo:
+            assert self._batch is not None
+            row = self._batch.get(key)
+            self._undo[key] = None if row is None else replace(row)
 
     def _write_task_rows(self, rows: dict[tuple[str, str], _TaskRow]) -> None:
         for (agent, task_id), row in rows.items():
@@ -302,6 +343,7 @@ class TaskStore:
         with self.batch():
             assert self._batch is not None
             conn = self._conn
+            self._keep_for_undo((agent, task.id))
             # Its first event's key refuses a task that exists (IntegrityError).
             conn.execute(
                 "INSERT INTO task_events (agent, task_id, seq, kind, payload, created_at)"
@@ -336,6 +378,7 @@ class TaskStore:
         with self.batch():
             assert self._batch is not None
             conn = self._conn
+            self._keep_for_undo((agent, snapshot.id))
             row = self._batch.get((agent, snapshot.id))
             if row is None:
                 found = conn.execute(
