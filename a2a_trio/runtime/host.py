@@ -513,6 +513,9 @@ class AgentHost:
         """
         while True:
             entries = [await self._inbox.receive()]
+            # Let the executions already running in this scheduling pass add
+            # their events first: bigger rounds, fewer commits, one pass later.
+            await trio.lowlevel.checkpoint()
             while len(entries) < self.settings.queue_size:
                 try:
                     entries.append(self._inbox.receive_nowait())
