@@ -12,7 +12,7 @@ from a2a_trio.protocol.sse import KEEPALIVE
 from a2a_trio.server.bindings import _event_stream
 
 from .agents import ScriptedExecutor
-from .test_host import ALICE, running_host, sent_task
+from .test_host import ALICE, request, running_host, sent_task
 
 
 async def test_an_idle_stream_sends_a_keepalive_comment_every_interval(
@@ -76,3 +76,38 @@ async def test_a_client_that_goes_away_ends_the_relay_but_not_the_task(
         await trio.sleep(1)
         assert host.store.get_task("test", task.id, owner=None).state.is_final  # type: ignore[union-attr]
         assert task.id not in host._live
+
+
+async def test_a_message_stream_holds_its_task_only_until_it_ends_or_its_client_leaves(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    executor = ScriptedExecutor()
+    async with running_host(tmp_path, executor) as host:
+        # Read to the end: every event came from the feed, and the hold is let go.
+        finished = await host.stream_message(request("echo hello"), ALICE)
+        frames: list[bytes] = []
+
+        async def collect(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                frames.append(message["body"])
+
+        await _event_stream(finished, lambda text: text, keepalive=15.0).send(
+            collect, trio.sleep_forever
+        )
+        assert b"TASK_STATE_COMPLETED" in b"".join(frames)
+        assert host._live == {}
+
+        # A client that leaves mid-stream: only the running execution still holds the task.
+        held = await host.stream_message(request("hold"), ALICE)
+        task_id = held._task_id
+
+        async def leave() -> dict[str, Any]:
+            await trio.sleep(1)
+            return {"type": "http.disconnect"}
+
+        with trio.fail_after(5):
+            await _event_stream(held, lambda text: text, keepalive=15.0).send(collect, leave)
+        assert host._live[task_id].users == 1
+        executor.gate.release.set()
+        await trio.sleep(1)
+        assert task_id not in host._live

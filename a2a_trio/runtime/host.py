@@ -391,22 +391,21 @@ class AgentHost:
             await execution.first.wait()
             if execution.error is not None:
                 raise execution.error
-        except BaseException:
-            self._release(live)
-            raise
-        # The stream takes its own hold on the task when it is first read, so a
-        # stream that is never read holds nothing.
-        self._release(live)
-        if execution.answer is not None:
-            return TaskEventStream.single(StreamResponse(message=execution.answer))
-        initial: list[FeedItem] = []
-        cursor = execution.start_seq
-        if execution.continuing:
-            assert execution.start_snapshot is not None
-            initial.append(
-                (execution.start_seq, StreamResponse(task=execution.start_snapshot), None)
+            if execution.answer is not None:
+                return TaskEventStream.single(StreamResponse(message=execution.answer))
+            initial: list[FeedItem] = []
+            if execution.continuing:
+                assert execution.start_snapshot is not None
+                initial.append(
+                    (execution.start_seq, StreamResponse(task=execution.start_snapshot), None)
+                )
+            # The stream holds the task from the start (it is read at once): its
+            # events are in the feed, not only in the store, when it reads them.
+            return TaskEventStream(
+                self, live.task_id, execution.start_seq, initial, execution=execution, live=live
             )
-        return TaskEventStream(self, live.task_id, cursor, initial, execution=execution)
+        finally:
+            self._release(live)
 
     # --- execution ------------------------------------------------------------
 
@@ -1084,11 +1083,15 @@ class TaskEventStream:
         *,
         execution: _Execution | None = None,
         stop_on_interrupt: bool = True,
+        live: _LiveTask | None = None,
     ) -> None:
         self._host = host
         self._task_id = task_id
-        # Taken on the first receive and let go at the end or on close.
-        self._live: _LiveTask | None = None
+        # Given (and held) here, or taken on the first receive, so that a
+        # subscription nobody reads holds nothing; let go at the end or on close.
+        self._live = live
+        if live is not None:
+            live.users += 1
         self._cursor = cursor
         # Events at or before the origin (the opening snapshot) never end the stream.
         self._origin = cursor
