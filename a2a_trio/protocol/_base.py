@@ -84,6 +84,8 @@ def utc_naive(value: datetime) -> datetime:
 
 def parse_timestamp(value: Any) -> datetime:
     """Parse an RFC 3339 / ISO 8601 timestamp; naive values are taken as UTC."""
+    if isinstance(value, datetime) and value.tzinfo is UTC:
+        return value  # what utcnow() gives, as every event the server makes has
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, str):

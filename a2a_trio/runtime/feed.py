@@ -40,6 +40,7 @@ class TaskFeed:
         # Streamed events up to this sequence are no longer in the window.
         self._evicted_through = last_seq
         self._wakeup = trio.Event()
+        self._wakeup_taken = False
         #: Sequence of the latest event published while the task was final or
         #: interrupted: a blocking SendMessage waits for one after it began.
         self.settled_seq = last_seq if snapshot is not None and _settled(snapshot) else 0
@@ -47,6 +48,7 @@ class TaskFeed:
     @property
     def wakeup(self) -> trio.Event:
         """Set at the next publish (or :meth:`notify`); take it before checking state."""
+        self._wakeup_taken = True
         return self._wakeup
 
     def record(
@@ -107,8 +109,10 @@ class TaskFeed:
 
     def notify(self) -> None:
         """Wake every waiting reader (something they may care about changed)."""
-        self._wakeup.set()
-        self._wakeup = trio.Event()
+        if self._wakeup_taken:  # else no one can be waiting on it: keep it
+            self._wakeup.set()
+            self._wakeup = trio.Event()
+            self._wakeup_taken = False
 
     def after(self, cursor: int) -> list[FeedItem] | None:
         """Streamed events above ``cursor``; None when the window no longer covers it."""

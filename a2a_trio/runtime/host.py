@@ -411,11 +411,17 @@ class AgentHost:
 
     async def _run(self, live: _LiveTask, execution: _Execution) -> None:
         try:
-            async with live.lock:
+            try:
+                live.lock.acquire_nowait()  # the usual case: no wait, no scheduling pass
+            except trio.WouldBlock:
+                await live.lock.acquire()  # an earlier message to this task still runs
+            try:
                 if execution.continuing and not self._resume(live, execution):
                     return
                 live.execution = execution
                 await self._execute(live, execution)
+            finally:
+                live.lock.release()
         except Exception:
             log.exception("host failure while running task %s", live.task_id)
             if not execution.first.is_set():
