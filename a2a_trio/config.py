@@ -61,6 +61,7 @@ class ServerSection(_Section):
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     keepalive_interval: float = Field(default=15.0, gt=0)
     card_max_age: int = Field(default=300, ge=0)
+    freeze_gc: bool = True
 
 
 class PushSection(_Section):

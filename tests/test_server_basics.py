@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
-from a2a_trio import A2AApp
+from a2a_trio import A2AApp, ServerSettings
 
 from .agents import ScriptedExecutor
 from .conftest import live_server, make_card, user_message
@@ -42,3 +43,19 @@ async def test_send_message_blocks_until_the_task_completes_on_rest(tmp_path: Pa
         assert response.headers["content-type"] == "application/json"
         task = response.json()["task"]
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_started_server_freezes_its_startup_heap_unless_told_not_to(
+    tmp_path: Path,
+) -> None:
+    # A full collection would otherwise walk every module and card each time.
+    gc.unfreeze()
+    async with live_server(tmp_path, mount_scripted):
+        assert gc.get_freeze_count() > 0
+    gc.unfreeze()
+    async with live_server(
+        tmp_path, mount_scripted, settings=ServerSettings(freeze_gc=False)
+    ) as server:
+        body = await server.jsonrpc("SendMessage", {"message": user_message("echo hi")})
+        assert body["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert gc.get_freeze_count() == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -285,6 +286,11 @@ class A2AApp(QuartTrio):
         await self.nursery.start(self._run_push)
         for mount in self.mounts.values():
             await self.nursery.start(mount.host.run)
+        if self.a2a_settings.freeze_gc and gc.get_freeze_count() == 0:
+            # Once per process (a program that froze its own heap is left as
+            # it is), and garbage first, so that none is kept for good.
+            gc.collect()
+            gc.freeze()
 
     async def _run_push(self, *, task_status: trio.TaskStatus[None]) -> None:
         try:
