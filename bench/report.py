@@ -117,6 +117,8 @@ def _summary(document: Result) -> list[str]:
         header.append(f"{SUBJECT_SERVER} / {BASE_SERVER}")
     rows = []
     for case in document["cases"].values():
+        if not case["results"]:
+            continue
         row = [case["name"], _headline_label(case)]
         values: dict[str, float | None] = {}
         for server in servers:
@@ -341,6 +343,8 @@ def render_markdown(document: Result) -> str:
     lines = [f"# a2a-trio benchmark — {document['meta']['date']}", "", *_meta(document), ""]
     lines += ["## Summary", "", *_summary(document), "", *NOTES, "", "## Cases"]
     for case in document["cases"].values():
+        if not case["results"]:
+            continue  # no server selected ran it (a wrk-only server, say)
         lines += ["", f"### {case['name']} — {case['title']}", ""]
         kind = case["kind"]
         if kind == "wrk":

@@ -342,6 +342,8 @@ def run_server(
     record: Callable[[Case, str, dict[str, Any]], None],
 ) -> None:
     """Every selected case against ``kind``; results go to ``record(case, server, entry)``."""
+    if kind.wrk_only:
+        cases = [case for case in cases if case.wrk is not None]
     load_cases = [case for case in cases if case.kind != "streams"]
     session = ServerSession(kind, workdir, settings.server_core)
     try:

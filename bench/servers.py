@@ -51,6 +51,8 @@ class ServerKind:
     #: True: the reference's in-memory stores (no database file is used).
     memory: bool = False
     description: str = ""
+    #: True: canned answers, no tasks behind them: only the wrk cases apply.
+    wrk_only: bool = False
 
     def command(self, port: int, database: Path) -> list[str]:
         store = "--memory" if self.memory else str(database)
@@ -76,6 +78,14 @@ SERVERS: dict[str, ServerKind] = {
             "bench.reference_server",
             memory=True,
             description="the same with InMemoryTaskStore (nothing persisted)",
+        ),
+        ServerKind(
+            "hypercorn-floor",
+            "bench.floor_server",
+            description="hypercorn's trio worker, configured as for a2a-trio, answering "
+            "canned responses from a bare ASGI app: no A2A work, nothing stored "
+            "(the HTTP layer's ceiling, for scale; wrk cases only)",
+            wrk_only=True,
         ),
     )
 }
