@@ -431,22 +431,27 @@ async def _send_together(host: AgentHost, start: trio.Event, *texts: str) -> dic
     return answers
 
 
-def _poison(store: TaskStore, sql: str) -> None:
-    store.open().db.conn.executescript(sql)
+@asynccontextmanager
+async def _faulty_host(
+    tmp_path: Path, fault: str
+) -> AsyncIterator[tuple[AgentHost, _TogetherExecutor]]:
+    """A host on a database that carries ``fault`` (real SQL), with gated executions."""
+    executor = _TogetherExecutor()
+    async with running_host(tmp_path, executor) as host:  # type: ignore[arg-type]
+        host.store.open().db.conn.executescript(fault)
+        yield host, executor
 
 
 async def test_a_task_whose_events_cannot_be_stored_costs_no_other_task_its_events(
     tmp_path: Path,
 ) -> None:
-    executor = _TogetherExecutor()
-    async with running_host(tmp_path, executor) as host:  # type: ignore[arg-type]
-        # A real SQLite failure for one task's artifact only.
-        _poison(
-            host.store,
-            "CREATE TRIGGER poison BEFORE INSERT ON task_events"
-            " WHEN NEW.kind = 'artifact' AND NEW.payload LIKE '%poison%'"
-            " BEGIN SELECT RAISE(ABORT, 'poisoned artifact'); END;",
-        )
+    # A real SQLite failure for one task's artifact only.
+    async with _faulty_host(
+        tmp_path,
+        "CREATE TRIGGER poison BEFORE INSERT ON task_events"
+        " WHEN NEW.kind = 'artifact' AND NEW.payload LIKE '%poison%'"
+        " BEGIN SELECT RAISE(ABORT, 'poisoned artifact'); END;",
+    ) as (host, executor):
         answers = await _send_together(host, executor.start, "clean one", "poison", "clean two")
         for text in ("clean one", "clean two"):
             task = answers[text]
@@ -468,19 +473,17 @@ async def test_a_task_whose_events_cannot_be_stored_costs_no_other_task_its_even
 async def test_a_failed_commit_publishes_nothing_of_its_round_and_the_host_goes_on(
     tmp_path: Path,
 ) -> None:
-    executor = _TogetherExecutor()
-    async with running_host(tmp_path, executor) as host:  # type: ignore[arg-type]
-        # A deferred foreign key broken by one task's artifact fails the COMMIT itself.
-        _poison(
-            host.store,
-            "PRAGMA foreign_keys = ON;"
-            " CREATE TABLE doom_parent (id INTEGER PRIMARY KEY);"
-            " CREATE TABLE doom_child (parent INTEGER"
-            "  REFERENCES doom_parent (id) DEFERRABLE INITIALLY DEFERRED);"
-            " CREATE TRIGGER doom AFTER INSERT ON task_events"
-            " WHEN NEW.kind = 'artifact' AND NEW.payload LIKE '%doom%'"
-            " BEGIN INSERT INTO doom_child VALUES (42); END;",
-        )
+    # A deferred foreign key broken by one task's artifact fails the COMMIT itself.
+    async with _faulty_host(
+        tmp_path,
+        "PRAGMA foreign_keys = ON;"
+        " CREATE TABLE doom_parent (id INTEGER PRIMARY KEY);"
+        " CREATE TABLE doom_child (parent INTEGER"
+        "  REFERENCES doom_parent (id) DEFERRABLE INITIALLY DEFERRED);"
+        " CREATE TRIGGER doom AFTER INSERT ON task_events"
+        " WHEN NEW.kind = 'artifact' AND NEW.payload LIKE '%doom%'"
+        " BEGIN INSERT INTO doom_child VALUES (42); END;",
+    ) as (host, executor):
         answers = await _send_together(host, executor.start, "doom", "bystander")
         for task in answers.values():
             assert task.status.state is TaskState.FAILED
