@@ -494,3 +494,35 @@ async def test_a_failed_commit_publishes_nothing_of_its_round_and_the_host_goes_
         later = await sent_task(host, "later")
         assert later.status.state is TaskState.COMPLETED
         assert states_of(host, later.id)[-1] == "TASK_STATE_COMPLETED"
+
+
+class _LeakyExecutor(AgentExecutor):
+    """Completes its task, and keeps its queue for after it returned."""
+
+    def __init__(self) -> None:
+        self.queues: list[EventQueue] = []
+
+    async def execute(self, context: RequestContext, queue: EventQueue) -> None:
+        self.queues.append(queue)
+        updater = TaskUpdater(queue, context.task_id, context.context_id)
+        await updater.submit()
+        await updater.start_work()
+        await updater.complete()
+
+
+async def test_a_queue_used_after_its_execution_ended_is_closed(tmp_path: Path) -> None:
+    executor = _LeakyExecutor()
+    async with running_host(tmp_path, executor) as host:  # type: ignore[arg-type]
+        task = await sent_task(host, "hello")
+        late = TaskUpdater(executor.queues[0], task.id, task.context_id or "")
+        with pytest.raises(trio.ClosedResourceError):
+            await late.add_artifact("too late")
+        with pytest.raises(trio.ClosedResourceError):
+            executor.queues[0].enqueue_event_nowait(task)
+        stored = host.store.get_task(host.name, task.id, owner=None)
+        assert stored is not None and stored.state is TaskState.COMPLETED
+        assert states_of(host, task.id) == [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED",
+        ]
