@@ -18,7 +18,7 @@ from ..protocol import AgentCard
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
 from ..store import TaskStore
-from .asgi import ClientGone, ProtocolRequest, ProtocolResponse
+from .asgi import JSON_CONTENT_TYPE, ClientGone, ProtocolRequest, ProtocolResponse
 from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
 from .cards import CardSource, ServedCard, card_response, import_object, resolve_card
@@ -210,7 +210,7 @@ class A2AApp(QuartTrio):
             )
             if status == 304:
                 return Response(b"", status=304, headers=headers)
-            return Response(body, status=200, headers=headers, content_type="application/json")
+            return Response(body, status=200, headers=headers, content_type=JSON_CONTENT_TYPE)
 
         base = f"a2a.{mount.name}"
         self.add_url_rule(
@@ -256,7 +256,7 @@ class A2AApp(QuartTrio):
         status, body, headers = card_response(
             mount.card, base_url(request, self.a2a_settings), request.header("If-None-Match")
         )
-        content_type = "application/json" if status == 200 else None
+        content_type = JSON_CONTENT_TYPE if status == 200 else None
         await ProtocolResponse(status, body, content_type, headers).send(send, receive)
 
     async def _serve_protocol(
@@ -322,7 +322,7 @@ class A2AApp(QuartTrio):
                 "message": error.description or error.name,
             }
         }
-        return Response(json.dumps(body), status=status, content_type="application/json")
+        return Response(json.dumps(body), status=status, content_type=JSON_CONTENT_TYPE)
 
     def card_for(self, name: str, base: str) -> AgentCard:
         """The card of agent ``name`` exactly as served at ``base``."""

@@ -33,6 +33,8 @@ Scope = Mapping[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
+JSON_CONTENT_TYPE = "application/json"
+
 
 class ClientGone(Exception):
     """The client disconnected before its request was read."""
@@ -142,7 +144,7 @@ class ProtocolResponse:
 
     status: int
     body: bytes | EventStreamBody
-    content_type: str | None = "application/json"
+    content_type: str | None = JSON_CONTENT_TYPE
     headers: Mapping[str, str] = field(default_factory=dict)
 
     def _start(self) -> dict[str, Any]:

@@ -26,7 +26,13 @@ from ..protocol import (
 )
 from ..protocol.operations import resolve_method
 from ..runtime import TaskEventStream
-from .asgi import ClientGone, EventStreamBody, ProtocolRequest, ProtocolResponse
+from .asgi import (
+    JSON_CONTENT_TYPE,
+    ClientGone,
+    EventStreamBody,
+    ProtocolRequest,
+    ProtocolResponse,
+)
 from .auth import RequestCredentials
 from .mount import AgentMount, Outcome
 
@@ -36,7 +42,6 @@ log = logging.getLogger("a2a_trio.server")
 
 VERSION_HEADER = "A2A-Version"
 EXTENSIONS_HEADER = "A2A-Extensions"
-JSON_CONTENT_TYPE = "application/json"
 #: Statuses a JSON-RPC error keeps; every other JSON-RPC error travels on 200
 #: (JSON-RPC over HTTP, and what peers' clients expect).
 _JSONRPC_HTTP_STATUSES = frozenset({401, 403, 413})
