@@ -529,38 +529,40 @@ class AgentHost:
             self._record_round(entries)
 
     def _record_round(self, entries: list[_Entry]) -> None:
-        by_task: dict[_LiveTask, list[tuple[_Execution, AgentEvent | None]]] = {}
+        by_task: dict[_LiveTask, list[tuple[_Execution, AgentEvent]]] = {}
+        ended: list[_Execution] = []
         for live, execution, event in entries:
-            by_task.setdefault(live, []).append((execution, event))
+            if event is None:
+                ended.append(execution)
+            else:
+                by_task.setdefault(live, []).append((execution, event))
         recorded: list[_LiveTask] = []
         try:
-            with self.store.batch():
-                for live, items in by_task.items():
-                    if self._record_share(live, items):
-                        recorded.append(live)
+            if by_task:  # a round of end markers only writes nothing
+                with self.store.batch():
+                    for live, items in by_task.items():
+                        if self._record_share(live, items):
+                            recorded.append(live)
         except Exception as error:  # the transaction failed: nothing of this round is stored
             log.exception("agent %s could not commit recorded events", self.name)
             for live in recorded:
                 live.feed.discard()
-            for _, execution, event in entries:
-                if event is not None:
+            for items in by_task.values():
+                for execution, _ in items:
                     self._recording_failed(execution, error)
             recorded = []
         for live in recorded:
             self._committed(live)
-        for _, execution, event in entries:
-            if event is None:
-                execution.recorded.set()
+        for execution in ended:
+            execution.recorded.set()
 
-    def _record_share(
-        self, live: _LiveTask, items: list[tuple[_Execution, AgentEvent | None]]
-    ) -> bool:
+    def _record_share(self, live: _LiveTask, items: list[tuple[_Execution, AgentEvent]]) -> bool:
         """Record one task's events of the round; False if they had to be rolled back."""
         live.feed.hold()
         try:
             with self.store.savepoint():
                 for execution, event in items:
-                    if event is None or execution.recording_error is not None:
+                    if execution.recording_error is not None:
                         continue
                     try:
                         self._record(live, execution, event)
@@ -574,9 +576,8 @@ class AgentHost:
         except Exception as error:
             log.exception("agent %s could not record events of task %s", self.name, live.task_id)
             live.feed.discard()  # rolled back: no one may see these events
-            for execution, event in items:
-                if event is not None:
-                    self._recording_failed(execution, error)
+            for execution, _ in items:
+                self._recording_failed(execution, error)
             return False
         return True
 
