@@ -172,9 +172,12 @@ class TaskStore:
         self._secret_key = secret_key
         self._synchronous = synchronous
         self._db: sqlite_utils.Database | None = None
+        self._connection: sqlite3.Connection | None = None
         self._secrets: SecretBox | None = None
         #: Task rows of the open :meth:`batch`, written when it commits.
         self._batch: dict[tuple[str, str], _TaskRow] | None = None
+        #: When the open batch began: the time its events are logged at.
+        self._batch_began = ""
         #: Inside a :meth:`savepoint`: the rows it changed, as they were before.
         self._undo: dict[tuple[str, str], _TaskRow | None] | None = None
 
@@ -198,6 +201,7 @@ class TaskStore:
                 key = Fernet.generate_key() if in_memory else development_key(Path(self.path))
             self._secrets = SecretBox(key)
             self._db = db
+            self._connection = conn
         return self
 
     @property
@@ -210,8 +214,10 @@ class TaskStore:
 
     @property
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection = self.db.conn
-        return conn
+        if self._connection is None:
+            self.open()
+        assert self._connection is not None
+        return self._connection
 
     @property
     def _box(self) -> SecretBox:
@@ -224,6 +230,7 @@ class TaskStore:
         if self._db is not None:
             self._db.conn.close()
             self._db = None
+            self._connection = None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -246,6 +253,7 @@ class TaskStore:
             return
         self._conn.execute("BEGIN IMMEDIATE")
         self._batch = {}
+        self._batch_began = _order_key(utcnow())
         try:
             yield
             self._write_task_rows(self._batch)
@@ -339,29 +347,40 @@ class TaskStore:
         ``push_config`` (registered with the message) is saved in the same
         transaction, so the task's first event is already queued for it.
         """
-        now = _order_key(utcnow())
-        with self.batch():
-            assert self._batch is not None
-            conn = self._conn
-            self._keep_for_undo((agent, task.id))
-            # Its first event's key refuses a task that exists (IntegrityError).
-            conn.execute(
-                "INSERT INTO task_events (agent, task_id, seq, kind, payload, created_at)"
-                " VALUES (?, ?, 1, ?, ?, ?)",
-                (agent, task.id, kind, payload, now),
-            )
-            # The row itself is inserted when the batch commits, with the task
-            # as the batch leaves it.
-            self._batch[agent, task.id] = _TaskRow(
-                last_seq=1,
-                snapshot=task,
-                owner=owner,
-                created_at=now,
-                has_webhooks=push_config is not None,
-            )
-            if push_config is not None:
-                self._insert_push_config(conn, agent, owner, push_config)
-            queued = self._queue(agent, task.id, 1, kind, payload, now) if push else 0
+        batch = self._batch
+        if batch is None:
+            with self.batch():
+                return self.create_task(
+                    agent,
+                    owner,
+                    task,
+                    kind=kind,
+                    payload=payload,
+                    push_config=push_config,
+                    push=push,
+                )
+        # In the open batch (the recorder's case): no context manager per event.
+        now = self._batch_began
+        conn = self._conn
+        self._keep_for_undo((agent, task.id))
+        # Its first event's key refuses a task that exists (IntegrityError).
+        conn.execute(
+            "INSERT INTO task_events (agent, task_id, seq, kind, payload, created_at)"
+            " VALUES (?, ?, 1, ?, ?, ?)",
+            (agent, task.id, kind, payload, now),
+        )
+        # The row itself is inserted when the batch commits, with the task
+        # as the batch leaves it.
+        batch[agent, task.id] = _TaskRow(
+            last_seq=1,
+            snapshot=task,
+            owner=owner,
+            created_at=now,
+            has_webhooks=push_config is not None,
+        )
+        if push_config is not None:
+            self._insert_push_config(conn, agent, owner, push_config)
+        queued = self._queue(agent, task.id, 1, kind, payload, now) if push else 0
         return Written(1, queued)
 
     def append(
@@ -374,28 +393,31 @@ class TaskStore:
         when this returns (or, inside :meth:`batch`, when the batch ends):
         only then may anyone see the event.
         """
-        now = _order_key(utcnow())
-        with self.batch():
-            assert self._batch is not None
-            conn = self._conn
-            self._keep_for_undo((agent, snapshot.id))
-            row = self._batch.get((agent, snapshot.id))
-            if row is None:
-                found = conn.execute(
-                    "SELECT last_seq FROM tasks WHERE agent = ? AND id = ?", (agent, snapshot.id)
-                ).fetchone()
-                if found is None:
-                    raise KeyError(f"no task {snapshot.id!r} for agent {agent!r}")
-                row = self._batch[agent, snapshot.id] = _TaskRow(last_seq=int(found[0]))
-            row.last_seq += 1
-            row.snapshot = snapshot
-            seq = row.last_seq
-            conn.execute(
-                "INSERT INTO task_events (agent, task_id, seq, kind, payload, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (agent, snapshot.id, seq, kind, payload, now),
-            )
-            queued = self._queue(agent, snapshot.id, seq, kind, payload, now) if push else 0
+        batch = self._batch
+        if batch is None:
+            with self.batch():
+                return self.append(agent, snapshot, kind=kind, payload=payload, push=push)
+        conn = self._conn
+        key = (agent, snapshot.id)
+        self._keep_for_undo(key)
+        row = batch.get(key)
+        if row is None:
+            found = conn.execute(
+                "SELECT last_seq FROM tasks WHERE agent = ? AND id = ?", key
+            ).fetchone()
+            if found is None:
+                raise KeyError(f"no task {snapshot.id!r} for agent {agent!r}")
+            row = batch[key] = _TaskRow(last_seq=int(found[0]))
+        row.last_seq += 1
+        row.snapshot = snapshot
+        seq = row.last_seq
+        now = self._batch_began
+        conn.execute(
+            "INSERT INTO task_events (agent, task_id, seq, kind, payload, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (agent, snapshot.id, seq, kind, payload, now),
+        )
+        queued = self._queue(agent, snapshot.id, seq, kind, payload, now) if push else 0
         return Written(seq, queued)
 
     def _queue(
