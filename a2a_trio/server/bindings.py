@@ -166,7 +166,9 @@ async def _perform(
 
 
 def _jsonrpc_result(request_id: Any, payload: str) -> str:
-    return f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{payload}}}'
+    # An integer id (the usual kind) is its own JSON; json.dumps costs more than the rest.
+    id_text = str(request_id) if type(request_id) is int else json.dumps(request_id)
+    return f'{{"jsonrpc":"2.0","id":{id_text},"result":{payload}}}'
 
 
 def _jsonrpc_error(request_id: Any, error: A2AError) -> ProtocolResponse:
