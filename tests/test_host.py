@@ -15,6 +15,7 @@ from a2a_trio import Principal, TaskState
 from a2a_trio.protocol import (
     CancelTaskRequest,
     GetTaskRequest,
+    InternalError,
     InvalidAgentResponseError,
     Message,
     Part,
@@ -526,3 +527,24 @@ async def test_a_queue_used_after_its_execution_ended_is_closed(tmp_path: Path) 
             "TASK_STATE_WORKING",
             "TASK_STATE_COMPLETED",
         ]
+
+
+async def test_a_cancel_that_cannot_be_stored_answers_an_error_and_the_host_goes_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A real SQLite failure for every CANCELED status, the canceller's and the host's.
+    executor = ScriptedExecutor()
+    async with running_host(tmp_path, executor) as host:
+        host.store.open().db.conn.execute(
+            "CREATE TRIGGER no_cancel BEFORE INSERT ON task_events"
+            " WHEN NEW.payload LIKE '%TASK_STATE_CANCELED%'"
+            " BEGIN SELECT RAISE(ABORT, 'no cancel'); END"
+        )
+        task = await sent_task(host, "hold", return_immediately=True)
+        await executor.gate.reached.wait()
+        with pytest.raises(InternalError):
+            await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
+        # Nothing claims the task was canceled, and the host serves the next message.
+        assert "TASK_STATE_CANCELED" not in states_of(host, task.id)
+        later = await sent_task(host, "echo later")
+        assert later.status.state is TaskState.COMPLETED

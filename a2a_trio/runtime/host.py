@@ -826,25 +826,7 @@ class AgentHost:
             )
         live = self._acquire(request.id, stored)
         try:
-            done = trio.Event()
-            self._spawn(self._cancel, live, caller, request, done)
-            await done.wait()
-            snapshot = live.feed.snapshot
-            assert snapshot is not None
-            return snapshot
-        finally:
-            self._release(live)
-
-    async def _cancel(
-        self, live: _LiveTask, caller: Principal, request: CancelTaskRequest, done: trio.Event
-    ) -> None:
-        live.users += 1
-        try:
-            snapshot = live.feed.current
-            assert snapshot is not None
-            running = live.execution
-            if running is not None:
-                running.cancel_requested = True
+            snapshot = live.feed.current or stored.task
             canceller = _Execution(
                 RequestContext(
                     task_id=snapshot.id,
@@ -855,6 +837,28 @@ class AgentHost:
                 ),
                 purpose="cancel",
             )
+            self._spawn(self._cancel, live, canceller)
+            await canceller.first.wait()
+            if canceller.error is not None:
+                raise canceller.error
+            published = live.feed.snapshot
+            assert published is not None
+            return published
+        finally:
+            self._release(live)
+
+    async def _cancel(self, live: _LiveTask, canceller: _Execution) -> None:
+        """Run the executor's ``cancel``, end the task CANCELED, then stop its execution.
+
+        The client is answered (``canceller.first``) once the ending is
+        published, or with an error if it could not be stored; the running
+        execution gets the grace period after that.
+        """
+        live.users += 1
+        try:
+            running = live.execution
+            if running is not None:
+                running.cancel_requested = True
             queue = _ExecutionQueue(self._inbox_send, live, canceller)
             with trio.move_on_after(self.settings.cancel_grace):
                 try:
@@ -862,15 +866,29 @@ class AgentHost:
                 except Exception:
                     log.exception("cancel of agent %s raised on task %s", self.name, live.task_id)
             await queue.end()
+            if canceller.recording_error is not None:
+                log.error(
+                    "agent %s: the cancel events for task %s were not stored (%s);"
+                    " ending it CANCELED",
+                    self.name,
+                    live.task_id,
+                    canceller.recording_error,
+                )
             self._end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
             await self._publish(live)
-            done.set()
+            canceller.settle_first()
             if running is not None:
                 with trio.move_on_after(self.settings.cancel_grace):
                     await running.done.wait()
                 running.cancel_scope.cancel()
+        except Exception:  # the store is failing: the client hears of it, the host goes on
+            log.exception("agent %s could not cancel task %s", self.name, live.task_id)
+            if live.execution is not None:
+                live.execution.cancel_requested = False
+            if not canceller.first.is_set():
+                canceller.error = InternalError()
         finally:
-            done.set()
+            canceller.settle_first()
             self._release(live)
 
     # --- GetTask, ListTasks -----------------------------------------------------
