@@ -758,3 +758,31 @@ async def test_a_card_served_with_push_disabled_does_not_declare_push(tmp_path: 
     async with push_server(tmp_path, settings) as server:
         card = (await server.client.get("/.well-known/agent-card.json")).json()
     assert card["capabilities"].get("pushNotifications", False) is False
+
+
+async def test_direct_mode_survives_a_delivery_that_cannot_be_recorded(
+    tmp_path: Path, idle_clock: trio.testing.MockClock
+) -> None:
+    # A real SQLite failure whenever a delivery attempt is recorded.
+    async with (
+        webhook_receiver() as hook,
+        push_server(tmp_path, DIRECT) as server,
+    ):
+        server.app.store.open().db.conn.execute(
+            "CREATE TRIGGER no_attempts BEFORE INSERT ON push_attempts"
+            " BEGIN SELECT RAISE(ABORT, 'no attempts'); END"
+        )
+        await timed_send(server, "echo hello", config=webhook(hook.url))
+        # The agent's answer came, and the server goes on serving.
+        await timed_send(server, "echo again")
+
+
+async def test_the_dispatcher_survives_an_outbox_it_cannot_read(
+    tmp_path: Path, idle_clock: trio.testing.MockClock
+) -> None:
+    async with push_server(tmp_path) as server:
+        # A real SQLite failure at every look for pending deliveries.
+        server.app.store.open().db.conn.execute("ALTER TABLE push_outbox RENAME TO gone")
+        server.app.push.notify()
+        await trio.sleep(120)  # many polls
+        await timed_send(server, "echo still here")

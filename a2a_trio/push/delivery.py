@@ -121,7 +121,10 @@ class PushDispatcher:
                 task_status.started()
                 while True:
                     self._wakeup = trio.Event()
-                    self._start_lanes()
+                    try:
+                        self._start_lanes()
+                    except Exception:  # the store is failing: look again at the next poll
+                        log.exception("push dispatcher could not read the outbox")
                     with trio.move_on_after(self._poll_interval):
                         await self._wakeup.wait()
         finally:

@@ -771,6 +771,10 @@ class AgentHost:
             while live.undelivered:
                 live.undelivered = False
                 await self.push.flush(self.name, live.task_id)
+        except Exception:  # the store is failing: the rows stay pending, the host goes on
+            log.exception(
+                "agent %s could not deliver the webhooks of task %s", self.name, live.task_id
+            )
         finally:
             live.flushing = False
             live.feed.release()
