@@ -42,6 +42,8 @@ from .agents import ScriptedExecutor
 
 ALICE = Principal("alice", authenticated=True)
 BOB = Principal("bob", authenticated=True)
+#: The states an echoed task's event log records, in order.
+COMPLETED_LOG = ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
 
 
 def request(
@@ -103,11 +105,7 @@ async def test_blocking_send_returns_the_completed_task_with_its_artifact(tmp_pa
         task = await sent_task(host, "echo hello")
         assert task.status.state is TaskState.COMPLETED
         assert task.artifacts and task.artifacts[0].parts[0].text == "hello"
-        assert states_of(host, task.id) == [
-            "TASK_STATE_SUBMITTED",
-            "TASK_STATE_WORKING",
-            "TASK_STATE_COMPLETED",
-        ]
+        assert states_of(host, task.id) == COMPLETED_LOG
 
 
 async def test_return_immediately_answers_while_the_task_still_runs(
@@ -172,11 +170,7 @@ async def test_an_illegal_transition_is_refused_and_never_stored(tmp_path: Path)
     async with running_host(tmp_path) as host:
         task = await sent_task(host, "illegal")
         assert task.status.state is TaskState.COMPLETED
-        assert states_of(host, task.id) == [
-            "TASK_STATE_SUBMITTED",
-            "TASK_STATE_WORKING",
-            "TASK_STATE_COMPLETED",
-        ]
+        assert states_of(host, task.id) == COMPLETED_LOG
 
 
 async def test_rejection_from_submitted_is_final(tmp_path: Path) -> None:
@@ -457,11 +451,7 @@ async def test_a_task_whose_events_cannot_be_stored_costs_no_other_task_its_even
         for text in ("clean one", "clean two"):
             task = answers[text]
             assert task.status.state is TaskState.COMPLETED
-            assert states_of(host, task.id) == [
-                "TASK_STATE_SUBMITTED",
-                "TASK_STATE_WORKING",
-                "TASK_STATE_COMPLETED",
-            ]
+            assert states_of(host, task.id) == COMPLETED_LOG
         poisoned = answers["poison"]
         assert poisoned.status.state is TaskState.FAILED
         assert poisoned.status.message is not None
@@ -522,11 +512,7 @@ async def test_a_queue_used_after_its_execution_ended_is_closed(tmp_path: Path) 
             executor.queues[0].enqueue_event_nowait(task)
         stored = host.store.get_task(host.name, task.id, owner=None)
         assert stored is not None and stored.state is TaskState.COMPLETED
-        assert states_of(host, task.id) == [
-            "TASK_STATE_SUBMITTED",
-            "TASK_STATE_WORKING",
-            "TASK_STATE_COMPLETED",
-        ]
+        assert states_of(host, task.id) == COMPLETED_LOG
 
 
 async def test_a_cancel_that_cannot_be_stored_answers_an_error_and_the_host_goes_on(
