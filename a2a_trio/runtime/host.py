@@ -859,8 +859,8 @@ class AgentHost:
         execution gets the grace period after that.
         """
         live.users += 1
+        running = live.execution
         try:
-            running = live.execution
             if running is not None:
                 running.cancel_requested = True
             queue = _ExecutionQueue(self._inbox_send, live, canceller)
@@ -887,8 +887,8 @@ class AgentHost:
                 running.cancel_scope.cancel()
         except Exception:  # the store is failing: the client hears of it, the host goes on
             log.exception("agent %s could not cancel task %s", self.name, live.task_id)
-            if live.execution is not None:
-                live.execution.cancel_requested = False
+            if running is not None:
+                running.cancel_requested = False
             if not canceller.first.is_set():
                 canceller.error = InternalError()
         finally:
