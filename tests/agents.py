@@ -38,6 +38,7 @@ class ScriptedExecutor(AgentExecutor):
     ``raise-now`` raise before any event
     ``hold``      WORKING, then wait on ``self.gate`` before completing
     ``stubborn``  WORKING, then sleep for an hour, ignoring cancel requests
+    ``loop``      WORKING, then progress every 100 ms for good (``progress_times``)
     ``illegal``   WORKING, SUBMITTED (refused), then COMPLETED
     ``silent``    return without any event
     ``forget``    WORKING, then return without finishing
@@ -49,6 +50,9 @@ class ScriptedExecutor(AgentExecutor):
         self.gate = Gate()
         self.cancel_calls = 0
         self.executions = 0
+        #: When a ``loop`` execution last reported progress, and when it stopped.
+        self.progress_times: list[float] = []
+        self.loop_stopped_at: float | None = None
 
     async def execute(self, context: RequestContext, queue: EventQueue) -> None:
         self.executions += 1
@@ -93,6 +97,14 @@ class ScriptedExecutor(AgentExecutor):
                 await updater.complete()
             case "stubborn":
                 await trio.sleep(3600)
+            case "loop":
+                try:
+                    while True:
+                        await trio.sleep(0.1)
+                        self.progress_times.append(trio.current_time())
+                        await updater.start_work("still going")
+                finally:
+                    self.loop_stopped_at = trio.current_time()
             case "illegal":
                 await queue.enqueue_event(
                     TaskStatusUpdateEvent(
@@ -116,10 +128,10 @@ class ScriptedExecutor(AgentExecutor):
                 await updater.complete()
 
     async def cancel(self, context: RequestContext, queue: EventQueue) -> None:
-        """Marks the task CANCELED, except for ``stubborn`` tasks, which it ignores."""
+        """Marks the task CANCELED, except for ``stubborn`` and ``loop`` tasks, which it ignores."""
         self.cancel_calls += 1
         task = context.current_task
         first = task.history[0].parts[0].text if task and task.history else ""
-        if first and first.startswith("stubborn"):
+        if first and first.startswith(("stubborn", "loop")):
             return
         await TaskUpdater(queue, context.task_id, context.context_id).cancel("stopped on request")

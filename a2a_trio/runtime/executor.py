@@ -129,8 +129,9 @@ class AgentExecutor(abc.ABC):
 
     ``execute`` runs in the host's nursery under its own cancel scope; it
     reports progress only by enqueueing events. ``cancel`` is called on
-    CancelTask; the host cancels ``execute``'s scope after a grace period
-    and the task ends CANCELED either way. An exception ends the task FAILED.
+    CancelTask (bounded by the host's ``cancel_grace``); then the task ends
+    CANCELED either way and ``execute``'s scope is cancelled at once. An
+    exception ends the task FAILED.
     """
 
     @abc.abstractmethod

@@ -76,8 +76,8 @@ log = logging.getLogger("a2a_trio.runtime")
 class HostSettings:
     """Timing and sizing of one host."""
 
-    #: How long CancelTask waits for the executor's ``cancel`` and ``execute``
-    #: to wind down before the execution's cancel scope is cancelled.
+    #: How long CancelTask lets the executor's ``cancel`` hook run; once the
+    #: task is CANCELED the execution's cancel scope is cancelled at once.
     cancel_grace: float = 5.0
     #: How long shutdown lets running executions finish before cancelling them.
     shutdown_grace: float = 10.0
@@ -854,9 +854,10 @@ class AgentHost:
     async def _cancel(self, live: _LiveTask, canceller: _Execution) -> None:
         """Run the executor's ``cancel``, end the task CANCELED, then stop its execution.
 
+        The executor's ``cancel`` gets ``cancel_grace`` to do its own clean-up.
         The client is answered (``canceller.first``) once the ending is
         published, or with an error if it could not be stored; the running
-        execution gets the grace period after that.
+        execution's cancel scope is cancelled right after the answer.
         """
         live.users += 1
         running = live.execution
@@ -882,8 +883,9 @@ class AgentHost:
             await self._publish(live)
             canceller.settle_first()
             if running is not None:
-                with trio.move_on_after(self.settings.cancel_grace):
-                    await running.done.wait()
+                # The task is CANCELED for good: whatever the execution does now
+                # nobody will see, so it stops at once (its finally blocks and
+                # shielded clean-up still run). The grace was the cancel hook's.
                 running.cancel_scope.cancel()
         except Exception:  # the store is failing: the client hears of it, the host goes on
             log.exception("agent %s could not cancel task %s", self.name, live.task_id)
