@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .protocol.limits import DEPTH_CEILING, Limits
 from .protocol.operations import describe_validation_error
 from .push import PushSettings
 from .runtime import HostSettings
@@ -54,6 +55,16 @@ class RuntimeSettings(_Section):
     cancel_grace: float = Field(default=5.0, ge=0)
     shutdown_grace: float = Field(default=10.0, ge=0)
     queue_size: int = Field(default=256, ge=1)
+    list_history_length: int | None = Field(default=0, ge=0)
+
+
+class LimitsSection(_Section):
+    """What one request may carry (see protocol.limits.Limits)."""
+
+    json_depth: int = Field(default=32, ge=1, le=DEPTH_CEILING)
+    json_items: int = Field(default=100_000, ge=1)
+    parts: int = Field(default=1_000, ge=1)
+    artifacts: int = Field(default=1_000, ge=1)
 
 
 class ServerSection(_Section):
@@ -116,6 +127,7 @@ class Settings(_Section):
     security_schemes: dict[str, SchemeSettings] = Field(default_factory=dict)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+    limits: LimitsSection = Field(default_factory=LimitsSection)
     server: ServerSection = Field(default_factory=ServerSection)
     push: PushSection = Field(default_factory=PushSection)
     agents: list[AgentSettings] = Field(default_factory=list)
@@ -207,7 +219,9 @@ def build_app(settings: Settings | None = None) -> A2AApp:
         database=settings.storage.path,
         secret_key=settings.storage.secret_key,
         settings=ServerSettings(**settings.server.model_dump()),
-        host_settings=HostSettings(**settings.runtime.model_dump()),
+        host_settings=HostSettings(
+            **settings.runtime.model_dump(), limits=Limits(**settings.limits.model_dump())
+        ),
         push_settings=PushSettings(**push),
     )
     if not settings.agents:

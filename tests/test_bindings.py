@@ -130,7 +130,7 @@ async def test_send_get_and_list_agree(server: LiveServer, binding: str) -> None
     status, fetched = await b.call("GetTask", {"id": task["id"]})
     assert status == 0
     assert fetched == task
-    status, listing = await b.call("ListTasks", {"includeArtifacts": True})
+    status, listing = await b.call("ListTasks", {"includeArtifacts": True, "historyLength": 10})
     assert status == 0
     assert listing["tasks"] == [task]
     assert listing["nextPageToken"] == ""
@@ -143,6 +143,17 @@ async def test_list_omits_artifacts_unless_asked(server: LiveServer, binding: st
     await b.send("echo with artifact")
     _, listing = await b.call("ListTasks", {})
     assert "artifacts" not in listing["tasks"][0]
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_list_omits_history_unless_asked(server: LiveServer, binding: str) -> None:
+    b = Binding(server, binding)
+    asked = (await b.send("ask"))["task"]
+    assert len(asked["history"]) == 2
+    _, listing = await b.call("ListTasks", {})
+    assert "history" not in listing["tasks"][0]
+    _, listing = await b.call("ListTasks", {"historyLength": 1})
+    assert listing["tasks"][0]["history"] == asked["history"][-1:]
 
 
 @pytest.mark.parametrize("binding", BINDINGS)

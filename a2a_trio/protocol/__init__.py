@@ -8,6 +8,7 @@ from __future__ import annotations
 from ._base import ProtoModel, format_timestamp, parse_timestamp, utcnow
 from .errors import *  # noqa: F403
 from .errors import __all__ as _errors_all
+from .limits import Limits
 from .models import *  # noqa: F403
 from .models import __all__ as _models_all
 from .models import stream_response
@@ -22,6 +23,7 @@ __all__ = [
     "Call",
     "IllegalTransition",
     "JsonRpcCall",
+    "Limits",
     "Operation",
     "ProtoModel",
     "check_executor_move",

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from ._base import Base64Bytes, ProtoEnum, ProtoModel, Timestamp, oneof_count
+from .limits import bounded_json, bounded_parts
 
 __all__ = [
     "APIKeySecurityScheme",
@@ -68,7 +69,12 @@ __all__ = [
     "TaskStatusUpdateEvent",
 ]
 
-Struct = dict[str, Any]
+#: A google.protobuf.Struct: free-form JSON, bounded (see limits.py).
+Struct = Annotated[dict[str, Any], BeforeValidator(bounded_json)]
+#: A google.protobuf.Value (a data part's content), bounded the same way.
+JsonValue = Annotated[Any, BeforeValidator(bounded_json)]
+#: The parts of a message or an artifact: counted before any is validated.
+Parts = Annotated[list["Part"], BeforeValidator(bounded_parts), Field(min_length=1)]
 
 
 # --- enums -----------------------------------------------------------------
@@ -133,7 +139,7 @@ class Part(ProtoModel):
     text: str | None = None
     raw: Base64Bytes | None = None
     url: str | None = None
-    data: Any = None
+    data: JsonValue = None
     metadata: Struct | None = None
     filename: str | None = None
     media_type: str | None = None
@@ -171,7 +177,7 @@ class Message(ProtoModel):
     context_id: str | None = None
     task_id: str | None = None
     role: RoleField
-    parts: list[Part] = Field(min_length=1)
+    parts: Parts
     metadata: Struct | None = None
     extensions: list[str] | None = None
     reference_task_ids: list[str] | None = None
@@ -193,7 +199,7 @@ class Artifact(ProtoModel):
     artifact_id: str = Field(min_length=1)
     name: str | None = None
     description: str | None = None
-    parts: list[Part] = Field(min_length=1)
+    parts: Parts
     metadata: Struct | None = None
     extensions: list[str] | None = None
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import trio
+from pydantic_core import PydanticSerializationError
 
 from ..protocol import (
     A2AError,
@@ -36,6 +37,7 @@ from ..protocol import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
+    Part,
     PushNotificationNotSupportedError,
     Role,
     SendMessageRequest,
@@ -54,6 +56,7 @@ from ..protocol import (
     check_host_ending,
     utcnow,
 )
+from ..protocol.limits import Limits
 from ..protocol.tasks import add_to_history, apply_artifact, apply_status, view_task
 from ..push import PushDispatcher, WebhookRefused
 from ..store import StoredTask, TaskStore
@@ -88,6 +91,11 @@ class HostSettings:
     feed_window: int = 256
     #: ListTasks page size when the request names none.
     default_page_size: int = 50
+    #: Messages of history each ListTasks task shows when the request names
+    #: no historyLength (None: all of it).
+    list_history_length: int | None = 0
+    #: What one request may carry, and how many artifacts a task may hold.
+    limits: Limits = field(default_factory=Limits)
 
 
 class _EventRefused(Exception):
@@ -228,11 +236,15 @@ class AgentHost:
     def _recover(self) -> None:
         for stored in self.store.unfinished_tasks(self.name):
             live = _LiveTask(stored.task.id, TaskFeed(stored.task, stored.last_seq))
-            self._end(
-                live,
-                TaskState.FAILED,
-                "The server stopped while this task was running; it did not finish.",
-            )
+            try:
+                self._end(
+                    live,
+                    TaskState.FAILED,
+                    "The server stopped while this task was running; it did not finish.",
+                )
+            except Exception:  # one task that cannot be ended must not stop the agent
+                log.exception("agent %s: could not end task %s", self.name, stored.task.id)
+                continue
             log.warning(
                 "task %s of agent %s was running at a crash; ended FAILED",
                 stored.task.id,
@@ -589,7 +601,17 @@ class AgentHost:
         execution.cancel_scope.cancel()
 
     def _record(self, live: _LiveTask, execution: _Execution, event: AgentEvent) -> None:
-        """Check one executor event and write it; its round commits, then publishes it."""
+        """Check one executor event and write it; its round commits, then publishes it.
+
+        An event that cannot be stored (a string that is not valid Unicode,
+        say) is refused before anything of it is written.
+        """
+        try:
+            self._record_checked(live, execution, event)
+        except PydanticSerializationError as error:
+            raise _EventRefused(f"the event cannot be stored: {error}") from None
+
+    def _record_checked(self, live: _LiveTask, execution: _Execution, event: AgentEvent) -> None:
         context = execution.context
         if execution.answer is not None:
             raise _EventRefused(
@@ -621,8 +643,11 @@ class AgentHost:
         context = execution.context
         if message.role is not Role.AGENT:
             raise _EventRefused("an agent may only enqueue messages with role ROLE_AGENT")
+        self._check_parts(message.parts, "the message")
         if live.feed.current is None:
-            # Nothing was created: this message is the whole answer (spec 3.1.1).
+            # Nothing was created: this message is the whole answer (spec 3.1.1),
+            # rendered later; one that cannot be rendered is refused here.
+            message.to_json()
             execution.answer = message.model_copy(
                 update={"context_id": message.context_id or context.context_id}
             )
@@ -640,6 +665,10 @@ class AgentHost:
         snapshot = live.feed.current
         if snapshot is None:
             check_executor_move(None, task.status.state, may_resume=False)
+            self._check_artifacts(task)
+            for message in [task.status.message, *(task.history or [])]:
+                if message is not None:
+                    self._check_parts(message.parts, "a message of the task")
             self._create(live, execution, task)
             return
         if task.status.state == snapshot.status.state:
@@ -700,6 +729,8 @@ class AgentHost:
         snapshot = live.feed.current
         assert snapshot is not None
         current, requested = snapshot.status.state, event.status.state
+        if event.status.message is not None:
+            self._check_parts(event.status.message.parts, "the status message")
         if execution.purpose == "cancel" and requested is TaskState.CANCELED:
             check_host_ending(current, requested)
         else:
@@ -722,10 +753,27 @@ class AgentHost:
         update = _context_update(event.context_id, snapshot)
         if update:
             event = event.model_copy(update=update)
+        updated = apply_artifact(snapshot, event)
+        self._check_artifacts(updated, event.artifact.artifact_id)
         response = StreamResponse(artifact_update=event)
-        self._append(
-            live, apply_artifact(snapshot, event), "artifact", response.to_json(), response
-        )
+        self._append(live, updated, "artifact", response.to_json(), response)
+
+    def _check_parts(self, parts: list[Part], what: str) -> None:
+        limit = self.settings.limits.parts
+        if len(parts) > limit:
+            raise _EventRefused(f"{what} has {len(parts)} parts; the limit is {limit}")
+
+    def _check_artifacts(self, task: Task, changed: str | None = None) -> None:
+        """Refuse a task over the artifact limits (only ``changed`` is counted, if named)."""
+        artifacts = task.artifacts or []
+        limit = self.settings.limits.artifacts
+        if len(artifacts) > limit:
+            raise _EventRefused(
+                f"the task would hold {len(artifacts)} artifacts; the limit is {limit}"
+            )
+        for artifact in artifacts:
+            if changed is None or artifact.artifact_id == changed:
+                self._check_parts(artifact.parts, f"artifact {artifact.artifact_id!r}")
 
     def _append(
         self,
@@ -914,10 +962,13 @@ class AgentHost:
             page_size=page_size,
             page_token=request.page_token,
         )
+        history_length = request.history_length
+        if history_length is None:
+            history_length = self.settings.list_history_length
         tasks = [
             view_task(
                 task,
-                history_length=request.history_length,
+                history_length=history_length,
                 include_artifacts=bool(request.include_artifacts),
             )
             for task in page.tasks

@@ -11,7 +11,9 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+import trio
 
 from ..protocol import (
     A2AError,
@@ -24,7 +26,7 @@ from ..protocol import (
     parse_jsonrpc,
     parse_rest,
 )
-from ..protocol.operations import resolve_method
+from ..protocol.operations import Loads, resolve_method, yielding_loads
 from ..runtime import TaskEventStream
 from .asgi import (
     JSON_CONTENT_TYPE,
@@ -142,8 +144,34 @@ def _event_stream(
     )
 
 
+#: Bodies from this size on are decoded and validated on a worker thread.
+LARGE_BODY_BYTES = 256 * 1024
+# One large body at a time: the decoding thread and the event loop's thread
+# then take turns at the GIL, and card GETs, streams and small messages go
+# on while a 10 MiB body is read; more threads would only queue behind it.
+_LARGE_BODIES: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("large_bodies")
+
+T = TypeVar("T")
+
+
+async def _decode(work: Callable[[Loads], T], size: int) -> T:
+    """``work(loads)``: at once for a small body, on a worker thread for a large one."""
+    if size < LARGE_BODY_BYTES:
+        return work(json.loads)
+    try:
+        limiter = _LARGE_BODIES.get()
+    except LookupError:
+        limiter = trio.CapacityLimiter(1)
+        _LARGE_BODIES.set(limiter)
+    return await trio.to_thread.run_sync(work, yielding_loads, limiter=limiter)
+
+
 async def _perform(
-    request: ProtocolRequest, mount: AgentMount, settings: ServerSettings, parse: Callable[[], Call]
+    request: ProtocolRequest,
+    mount: AgentMount,
+    settings: ServerSettings,
+    parse: Callable[[Loads], Call],
+    size: int = 0,
 ) -> Outcome:
     """Authenticate the caller, then resolve and run the operation.
 
@@ -152,7 +180,7 @@ async def _perform(
     of methods, routes or parameters.
     """
     caller = await mount.authenticate(credentials_of(request))
-    call = parse()
+    call = await _decode(parse, size)
     return await mount.dispatch(
         call,
         caller,
@@ -202,10 +230,14 @@ async def handle_jsonrpc(
                 f"JSON-RPC requests must be sent as {JSON_CONTENT_TYPE}, "
                 f"not {request.content_type or 'an undeclared type'}"
             )
-        envelope = parse_jsonrpc(await request.body(settings.max_body_bytes))
+        body = await request.body(settings.max_body_bytes)
+        envelope = await _decode(lambda loads: parse_jsonrpc(body, loads), len(body))
         request_id = envelope.id
         negotiate_version(_version(request))
-        outcome = await _perform(request, mount, settings, lambda: resolve_method(envelope))
+        limits = mount.host.settings.limits
+        outcome = await _perform(
+            request, mount, settings, lambda _: resolve_method(envelope, limits), len(body)
+        )
     except A2AError as error:
         return _jsonrpc_error(getattr(error, "request_id", request_id), error)
     except ClientGone:
@@ -248,8 +280,13 @@ async def handle_rest(
                     f"not {declared or 'an undeclared type'}"
                 )
         query = request.query
+        limits = mount.host.settings.limits
         outcome = await _perform(
-            request, mount, settings, lambda: parse_rest(request.method, path, query, body)
+            request,
+            mount,
+            settings,
+            lambda loads: parse_rest(request.method, path, query, body, limits, loads),
+            len(body),
         )
     except A2AError as error:
         return _rest_error(error)

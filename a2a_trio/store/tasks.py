@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,15 +26,21 @@ from cryptography.fernet import Fernet
 
 from ..protocol import (
     InvalidParamsError,
+    Message,
+    Part,
+    Role,
     Task,
     TaskPushNotificationConfig,
     TaskState,
+    TaskStatus,
     utcnow,
 )
 from ..protocol._base import iso_utc
 from ..protocol.models import AuthenticationInfo
 from .schema import migrate
 from .secrets import SecretBox, development_key
+
+log = logging.getLogger("a2a_trio.store")
 
 __all__ = [
     "Attempt",
@@ -150,6 +157,41 @@ class _TaskRow:
     created_at: str = ""
     #: Whether the task has webhook configs (None: not looked up yet).
     has_webhooks: bool | None = None
+
+
+def _read_snapshot(task_id: str, context_id: str | None, state: str, text: str) -> Task:
+    """The stored task; a stand-in, logged, for a snapshot that cannot be read.
+
+    Everything written now can be read back (see protocol.limits), but a row
+    written by an older version may not be. One such row must not break
+    every ListTasks page that holds it, nor stop the start-up recovery: the
+    stand-in keeps the id, the context and the state, and says why the rest
+    is missing; the event log keeps the original events.
+    """
+    try:
+        return Task.model_validate_json(text)
+    except ValueError as error:  # pydantic's ValidationError is a ValueError
+        log.error("task %s: its stored snapshot cannot be read (%s)", task_id, error)
+        return Task(
+            id=task_id,
+            context_id=context_id,
+            status=TaskStatus(
+                state=TaskState.parse(state),
+                message=Message(
+                    message_id=f"{task_id}-unreadable",
+                    role=Role.AGENT,
+                    parts=[Part(text=UNREADABLE_SNAPSHOT)],
+                    task_id=task_id,
+                    context_id=context_id,
+                ),
+            ),
+        )
+
+
+#: The status message of a task whose stored snapshot could not be read.
+UNREADABLE_SNAPSHOT = (
+    "This task's stored record cannot be read; its history and artifacts are not shown."
+)
 
 
 def _order_key(moment: datetime) -> str:
@@ -449,12 +491,14 @@ class TaskStore:
     def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
         """The task, if it exists and (when ``owner`` is given) belongs to ``owner``."""
         row = self._conn.execute(
-            "SELECT owner, snapshot, last_seq FROM tasks WHERE agent = ? AND id = ?",
+            "SELECT owner, snapshot, last_seq, context_id, state FROM tasks"
+            " WHERE agent = ? AND id = ?",
             (agent, task_id),
         ).fetchone()
         if row is None or (owner is not None and row[0] != owner):
             return None
-        return StoredTask(agent, row[0], Task.model_validate_json(row[1]), int(row[2]))
+        task = _read_snapshot(task_id, row[3], row[4], row[1])
+        return StoredTask(agent, row[0], task, int(row[2]))
 
     def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
         """Streamed events of the task with a sequence number above ``seq``."""
@@ -498,7 +542,7 @@ class TaskStore:
             page_where += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
             page_args += [updated, updated, last_id]
         rows = self._conn.execute(
-            f"SELECT id, updated_at, snapshot FROM tasks WHERE {page_where}"
+            f"SELECT id, updated_at, snapshot, context_id, state FROM tasks WHERE {page_where}"
             " ORDER BY updated_at DESC, id DESC LIMIT ?",
             [*page_args, page_size + 1],
         ).fetchall()
@@ -506,18 +550,23 @@ class TaskStore:
         if len(rows) > page_size:
             rows = rows[:page_size]
             next_token = _encode_page_token(rows[-1][1], rows[-1][0])
-        tasks = [Task.model_validate_json(row[2]) for row in rows]
+        tasks = [_read_snapshot(row[0], row[3], row[4], row[2]) for row in rows]
         return TaskPage(tasks, next_token, total)
 
     def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
         """Tasks left SUBMITTED or WORKING: work that had a running executor."""
-        query = "SELECT agent, owner, snapshot, last_seq FROM tasks WHERE state IN (?, ?)"
+        query = (
+            "SELECT agent, owner, snapshot, last_seq, id, context_id, state FROM tasks"
+            " WHERE state IN (?, ?)"
+        )
         args: list[object] = [TaskState.SUBMITTED.value, TaskState.WORKING.value]
         if agent is not None:
             query += " AND agent = ?"
             args.append(agent)
         rows = self._conn.execute(query, args).fetchall()
-        return [StoredTask(r[0], r[1], Task.model_validate_json(r[2]), int(r[3])) for r in rows]
+        return [
+            StoredTask(r[0], r[1], _read_snapshot(r[4], r[5], r[6], r[2]), int(r[3])) for r in rows
+        ]
 
     def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
         """Delete finished tasks last updated before ``older_than``, with everything of theirs.
