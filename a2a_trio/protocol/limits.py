@@ -121,7 +121,8 @@ def lone_surrogate_path(body: bytes, document: Any) -> str | None:
     ``document`` is ``body`` decoded. The body is searched first (in C), so
     the walk over the document is paid only by bodies holding surrogates.
     """
-    if _SURROGATE_HINT.search(body) is None:
+    # Two substring searches first: far quicker than the regex over 10 MiB.
+    if (b"\\u" not in body and b"\xed" not in body) or _SURROGATE_HINT.search(body) is None:
         return None
     for path, text in _strings(document, ""):
         try:

@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException
 from ..protocol import AgentCard
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
-from ..store import TaskStore
+from ..store import TaskStore, checkpoint_periodically
 from .asgi import JSON_CONTENT_TYPE, ClientGone, ProtocolRequest, ProtocolResponse
 from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
@@ -96,6 +96,8 @@ class A2AApp(QuartTrio):
         self.push = PushDispatcher(self.store, self.push_settings)
         self._push_scope: trio.CancelScope | None = None
         self._push_stopped = trio.Event()
+        #: The WAL checkpointer's scope and end, once it runs.
+        self._checkpoints: tuple[trio.CancelScope, trio.Event] | None = None
         self.before_serving(self._start_hosts)
         self.after_serving(self._stop_hosts)
         self.register_error_handler(HTTPException, self._http_error)
@@ -283,6 +285,7 @@ class A2AApp(QuartTrio):
     async def _start_hosts(self) -> None:
         self._add_root_route()
         self.store.open()  # a bad path or a newer schema stops start-up here
+        await self.nursery.start(self._run_checkpoints)
         await self.nursery.start(self._run_push)
         for mount in self.mounts.values():
             await self.nursery.start(mount.host.run)
@@ -299,6 +302,14 @@ class A2AApp(QuartTrio):
         finally:
             self._push_stopped.set()
 
+    async def _run_checkpoints(self, *, task_status: trio.TaskStatus[None]) -> None:
+        scope, stopped = self._checkpoints = trio.CancelScope(), trio.Event()
+        try:
+            with scope:
+                await checkpoint_periodically(self.store, task_status=task_status)
+        finally:
+            stopped.set()
+
     async def _stop_hosts(self) -> None:
         async with trio.open_nursery() as nursery:
             for mount in self.mounts.values():
@@ -308,6 +319,11 @@ class A2AApp(QuartTrio):
         if self._push_scope is not None:
             self._push_scope.cancel()
             await self._push_stopped.wait()
+        if self._checkpoints is not None:  # before the store closes under it
+            scope, stopped = self._checkpoints
+            scope.cancel()
+            await stopped.wait()
+            self._checkpoints = None
         if self._owns_store and self._store is not None:
             self._store.close()
             self._store = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .checkpoints import checkpoint_periodically
 from .secrets import SecretBox, SecretKeyError
 from .tasks import (
     Attempt,
@@ -27,4 +28,5 @@ __all__ = [
     "TaskPage",
     "TaskStore",
     "Written",
+    "checkpoint_periodically",
 ]

@@ -1,0 +1,48 @@
+"""WAL checkpoints on a worker thread instead of inside the event loop's commits."""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from .tasks import TaskStore
+
+__all__ = ["checkpoint_periodically"]
+
+log = logging.getLogger("a2a_trio.store")
+
+
+async def checkpoint_periodically(
+    store: TaskStore,
+    interval: float = 1.0,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Until cancelled: every ``interval`` seconds with commits, checkpoint on a thread.
+
+    Commits then only append to the WAL; the copy into the database and its
+    sync happen on a worker thread with a connection of its own, while the
+    event loop goes on. Checkpointing inside commits comes back when this
+    returns. The WAL holds at most ``interval`` seconds of writes more than
+    SQLite's default would let it.
+    """
+    store.defer_checkpoints(True)
+    try:
+        task_status.started()
+        done = store.commits
+        while True:
+            await trio.sleep(interval)
+            if store.commits == done:
+                continue
+            done = store.commits
+            try:
+                # Not abandoned on cancel: the store must not close under it.
+                await trio.to_thread.run_sync(store.checkpoint)
+            except Exception:  # a failing checkpoint costs WAL size, not the server
+                log.exception("WAL checkpoint of %s failed", store.path)
+    finally:
+        try:
+            store.defer_checkpoints(False)
+        except Exception:  # the store is closed or failing: nothing to restore
+            log.debug("could not restore automatic checkpoints", exc_info=True)

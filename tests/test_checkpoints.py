@@ -1,0 +1,50 @@
+"""WAL checkpoints run on a worker thread, not inside the event loop's commits."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import trio
+
+from a2a_trio.protocol import StreamResponse, Task, TaskState, TaskStatus
+from a2a_trio.store import TaskStore, checkpoint_periodically
+
+
+def _write_tasks(store: TaskStore, count: int) -> None:
+    for number in range(count):
+        task = Task(
+            id=f"t{number}", context_id="c", status=TaskStatus(state=TaskState.WORKING)
+        ).model_copy(update={"metadata": {"padding": "x" * 20_000}})
+        store.create_task("a", "o", task, kind="task", payload=StreamResponse(task=task).to_json())
+
+
+def _wal_frames_left(path: Path) -> int:
+    """Frames in the WAL not yet copied into the database (another connection asks)."""
+    with sqlite3.connect(path) as conn:
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    # That call checkpointed too: what it found is what was left before it.
+    return int(frames) - int(copied) if busy == 0 else -1
+
+
+def _autocheckpoint(store: TaskStore) -> int:
+    return int(store.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+
+
+async def test_commits_leave_checkpoints_to_the_worker_thread(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path / "wal.db")
+    store.open()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(checkpoint_periodically, store, 0.2)
+        assert _autocheckpoint(store) == 0
+        _write_tasks(store, 300)  # ~6 MB: past the 1,000 pages SQLite would checkpoint at
+        # Nothing was copied by the commits themselves ...
+        assert (tmp_path / "wal.db-wal").stat().st_size > 4_000_000
+        assert store._checkpointer is None
+        # ... the checkpointer copies it on its thread within its interval.
+        await trio.sleep(1.0)
+        assert store._checkpointer is not None
+        assert _wal_frames_left(tmp_path / "wal.db") == 0
+        nursery.cancel_scope.cancel()
+    assert _autocheckpoint(store) == 1000
+    store.close()
