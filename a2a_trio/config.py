@@ -56,6 +56,7 @@ class RuntimeSettings(_Section):
     shutdown_grace: float = Field(default=10.0, ge=0)
     queue_size: int = Field(default=256, ge=1)
     list_history_length: int | None = Field(default=0, ge=0)
+    retry_window: float = Field(default=600.0, ge=0)
 
 
 class LimitsSection(_Section):

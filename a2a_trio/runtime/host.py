@@ -11,13 +11,15 @@ streams and subscribers.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from datetime import timedelta
+from typing import Any, Literal
 
 import trio
 from pydantic_core import PydanticSerializationError
@@ -59,7 +61,7 @@ from ..protocol import (
 from ..protocol.limits import Limits
 from ..protocol.tasks import add_to_history, apply_artifact, apply_status, view_task
 from ..push import PushDispatcher, WebhookRefused
-from ..store import StoredTask, TaskStore
+from ..store import Receipt, StoredTask, TaskStore
 from .executor import (
     AgentEvent,
     AgentExecutor,
@@ -73,6 +75,10 @@ from .feed import FeedItem, TaskFeed
 __all__ = ["AgentHost", "HostSettings", "TaskEventStream"]
 
 log = logging.getLogger("a2a_trio.runtime")
+
+
+#: Who sent a message, its messageId and a digest of its content.
+RetryKey = tuple[str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +102,10 @@ class HostSettings:
     list_history_length: int | None = 0
     #: What one request may carry, and how many artifacts a task may hold.
     limits: Limits = field(default_factory=Limits)
+    #: Seconds during which a SendMessage repeating an earlier one of the same
+    #: caller (same messageId, same content) gets the original task or answer
+    #: instead of starting new work (spec 3.3.1); 0 turns that off.
+    retry_window: float = 600.0
 
 
 class _EventRefused(Exception):
@@ -126,6 +136,9 @@ class _Execution:
     recorded: trio.Event = field(default_factory=trio.Event)
     #: Why the recorder could not store this execution's events (they are dropped).
     recording_error: Exception | None = None
+    #: The message's retry key (owner, messageId, content digest), when retries
+    #: are recognised: recorded with the first event, see _remember.
+    retry_key: RetryKey | None = None
 
     def settle_first(self) -> None:
         self.first.set()
@@ -196,6 +209,9 @@ class AgentHost:
         self.settings = settings or HostSettings()
         self._live: dict[str, _LiveTask] = {}
         self._executions: set[_Execution] = set()
+        #: Running executions by their message's retry key: a retry arriving
+        #: meanwhile joins the original instead of starting the work again.
+        self._running_messages: dict[RetryKey, tuple[_LiveTask, _Execution]] = {}
         self._nursery: trio.Nursery | None = None
         self._closing = False
         self._stop = trio.Event()
@@ -299,11 +315,17 @@ class AgentHost:
     # --- SendMessage ------------------------------------------------------------
 
     async def _begin(
-        self, request: SendMessageRequest, caller: Principal, extensions: frozenset[str]
+        self,
+        request: SendMessageRequest,
+        caller: Principal,
+        extensions: frozenset[str],
+        retry_key: RetryKey | None,
     ) -> tuple[_LiveTask, _Execution]:
         message = request.message
-        if message.role is not Role.USER:
-            raise InvalidParamsError("message.role: a client message must have role ROLE_USER")
+        if retry_key is not None:
+            joined = self._join_running(retry_key)
+            if joined is not None:
+                return joined
         stored: StoredTask | None = None
         if message.task_id:
             stored = self._owned(message.task_id, caller)
@@ -339,7 +361,7 @@ class AgentHost:
         )
         if request.configuration and request.configuration.task_push_notification_config:
             await self._screen_webhook(request.configuration.task_push_notification_config)
-        execution = _Execution(context, continuing=stored is not None)
+        execution = _Execution(context, continuing=stored is not None, retry_key=retry_key)
         live = self._acquire(task_id, stored)
         try:
             self._spawn(self._run, live, execution)
@@ -348,7 +370,42 @@ class AgentHost:
             raise
         live.users += 1  # held by the execution until it is done
         self._executions.add(execution)
+        if retry_key is not None:
+            self._running_messages[retry_key] = (live, execution)
         return live, execution
+
+    def _retry_key(self, request: SendMessageRequest, caller: Principal) -> RetryKey | None:
+        """The key a retry of this message would share with it (None: retries not recognised)."""
+        message = request.message
+        if message.role is not Role.USER:
+            raise InvalidParamsError("message.role: a client message must have role ROLE_USER")
+        if self.settings.retry_window <= 0:
+            return None
+        return caller.identifier, message.message_id, _digest(message)
+
+    def _join_running(self, key: RetryKey) -> tuple[_LiveTask, _Execution] | None:
+        """The execution a retry joins: its original's, while that still runs."""
+        found = self._running_messages.get(key)
+        if found is None:
+            return None
+        live, execution = found
+        live.users += 1  # held by this request, like the original's
+        return live, execution
+
+    def _earlier(self, key: RetryKey | None) -> Receipt | None:
+        """What an earlier SendMessage with this key started and no longer runs, if anything."""
+        if key is None or key in self._running_messages:
+            return None  # a running original is joined in _begin instead
+        since = utcnow() - timedelta(seconds=self.settings.retry_window)
+        return self.store.find_message(self.name, *key, since)
+
+    def _remember(self, execution: _Execution, **receipt: Any) -> None:
+        """Record what the execution's message started, in the recorder's transaction."""
+        key = execution.retry_key
+        if key is None:
+            return
+        owner, message_id, digest = key
+        self.store.remember_message(self.name, owner, message_id, digest, **receipt)
 
     async def send_message(
         self,
@@ -361,7 +418,11 @@ class AgentHost:
         Blocking (the default) waits for a final or interrupted state, or for
         the execution to end; ``returnImmediately`` answers once the task exists.
         """
-        live, execution = await self._begin(request, caller, extensions)
+        retry_key = self._retry_key(request, caller)
+        earlier = self._earlier(retry_key)
+        if earlier is not None:
+            return self._answer_again(earlier, request, caller)
+        live, execution = await self._begin(request, caller, extensions, retry_key)
         try:
             await execution.first.wait()
             if execution.error is not None:
@@ -398,7 +459,11 @@ class AgentHost:
         any event, so bindings can answer them as plain errors.
         """
         self._require_streaming()
-        live, execution = await self._begin(request, caller, extensions)
+        retry_key = self._retry_key(request, caller)
+        earlier = self._earlier(retry_key)
+        if earlier is not None:
+            return self._stream_again(earlier, caller)
+        live, execution = await self._begin(request, caller, extensions, retry_key)
         try:
             await execution.first.wait()
             if execution.error is not None:
@@ -418,6 +483,39 @@ class AgentHost:
             )
         finally:
             self._release(live)
+
+    def _answer_again(
+        self, earlier: Receipt, request: SendMessageRequest, caller: Principal
+    ) -> Task | Message:
+        """A retried SendMessage: the original answer, or the task as it is now."""
+        if earlier.answer is not None:
+            return Message.model_validate_json(earlier.answer)
+        assert earlier.task_id is not None
+        stored = self._owned(earlier.task_id, caller)
+        live = self._live.get(earlier.task_id)
+        task = live.feed.snapshot if live is not None and live.feed.snapshot else stored.task
+        configuration = request.configuration
+        return view_task(
+            task, history_length=configuration.history_length if configuration else None
+        )
+
+    def _stream_again(self, earlier: Receipt, caller: Principal) -> TaskEventStream:
+        """A retried SendStreamingMessage: the original stream, replayed from the log."""
+        if earlier.answer is not None:
+            answer = Message.model_validate_json(earlier.answer)
+            return TaskEventStream.single(StreamResponse(message=answer))
+        assert earlier.task_id is not None
+        stored = self._owned(earlier.task_id, caller)
+        if earlier.seq == 0:  # a new task: its log from the first event
+            return TaskEventStream(self, stored.task.id, 0, [])
+        # A continuation: the task as it is now, then on to its next settled state.
+        live = self._live.get(stored.task.id)
+        snapshot, cursor = stored.task, stored.last_seq
+        if live is not None and live.feed.snapshot is not None:
+            snapshot, cursor = live.feed.snapshot, live.feed.last_seq
+        return TaskEventStream(
+            self, stored.task.id, cursor, [(cursor, StreamResponse(task=snapshot), None)]
+        )
 
     # --- execution ------------------------------------------------------------
 
@@ -445,6 +543,8 @@ class AgentHost:
             except Exception:  # the store itself is failing: the next start ends the task
                 log.exception("could not record the failure of task %s", live.task_id)
         finally:
+            if execution.retry_key is not None:
+                self._running_messages.pop(execution.retry_key, None)
             if live.execution is execution:
                 live.execution = None
             if not execution.first.is_set():
@@ -471,7 +571,11 @@ class AgentHost:
         live.feed.reset(stored.task)
         message = execution.context.message
         assert message is not None
-        self._append(live, add_to_history(stored.task, message), "message", message.to_json(), None)
+        with self.store.batch():
+            self._append(
+                live, add_to_history(stored.task, message), "message", message.to_json(), None
+            )
+            self._remember(execution, task_id=live.task_id, seq=live.feed.last_seq)
         execution.start_seq = live.feed.last_seq
         execution.start_snapshot = live.feed.current
         execution.may_resume = stored.state.is_interrupted
@@ -647,10 +751,12 @@ class AgentHost:
         if live.feed.current is None:
             # Nothing was created: this message is the whole answer (spec 3.1.1),
             # rendered later; one that cannot be rendered is refused here.
-            message.to_json()
-            execution.answer = message.model_copy(
+            answer = message.model_copy(
                 update={"context_id": message.context_id or context.context_id}
             )
+            rendered = answer.to_json()
+            self._remember(execution, answer=rendered)
+            execution.answer = answer
             execution.settle_first()
             return
         snapshot = live.feed.current
@@ -719,6 +825,7 @@ class AgentHost:
             push_config=config,
             push=self.push_notifications,
         )
+        self._remember(execution, task_id=task.id)
         live.feed.record(written.seq, task, response, payload, hold=self._holds(written.queued))
         self._queued(live, written.queued)
         execution.settle_first()
@@ -1122,6 +1229,11 @@ def new_id() -> str:
     value = value & ~(0x3 << 62) | 0x2 << 62  # RFC 9562 variant
     text = f"{value:032x}"  # uuid.UUID's own str(), without building the object
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+def _digest(message: Message) -> str:
+    """What "the same content" means for a retried message: its JSON, hashed."""
+    return hashlib.sha256(message.to_json().encode()).hexdigest()
 
 
 def _context_update(context_id: str, snapshot: Task) -> dict[str, object]:

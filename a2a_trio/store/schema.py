@@ -107,7 +107,30 @@ def _v2(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
+def _v3(db: sqlite_utils.Database) -> None:
+    # What a SendMessage started, by its messageId and a digest of its content,
+    # so that a client's retry gets the original answer (spec 3.3.1).
+    db.execute(
+        """
+        CREATE TABLE IF NOT EXISTS message_receipts (
+            agent TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            task_id TEXT,
+            seq INTEGER NOT NULL DEFAULT 0,
+            answer TEXT,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (agent, owner, message_id, digest)
+        ) WITHOUT ROWID
+        """
+    )
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS message_receipts_by_age ON message_receipts (created_at)"
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

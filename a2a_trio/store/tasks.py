@@ -49,6 +49,7 @@ __all__ = [
     "Lane",
     "LoggedEvent",
     "Notification",
+    "Receipt",
     "StoredTask",
     "TaskPage",
     "TaskStore",
@@ -136,6 +137,17 @@ class LoggedEvent:
     seq: int
     kind: str
     payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What an earlier SendMessage with the same messageId and content started."""
+
+    #: The task it created or continued, and for a continuation the log
+    #: position of the message (0 for a new task); or the direct answer.
+    task_id: str | None
+    seq: int
+    answer: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -526,6 +538,38 @@ class TaskStore:
         )
         return int(cursor.rowcount)
 
+    # --- message receipts (retries, spec 3.3.1) ------------------------------
+
+    def remember_message(
+        self,
+        agent: str,
+        owner: str,
+        message_id: str,
+        digest: str,
+        *,
+        task_id: str | None = None,
+        seq: int = 0,
+        answer: str | None = None,
+    ) -> None:
+        """Record what the message started (in the open batch, with its first event)."""
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO message_receipts (agent, owner, message_id, digest,"
+                " task_id, seq, answer, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (agent, owner, message_id, digest, task_id, seq, answer, self._batch_began),
+            )
+
+    def find_message(
+        self, agent: str, owner: str, message_id: str, digest: str, since: datetime
+    ) -> Receipt | None:
+        """What the same message of the same owner started at ``since`` or later, if anything."""
+        row = self._conn.execute(
+            "SELECT task_id, seq, answer FROM message_receipts WHERE agent = ? AND owner = ?"
+            " AND message_id = ? AND digest = ? AND created_at >= ?",
+            (agent, owner, message_id, digest, _order_key(since)),
+        ).fetchone()
+        return None if row is None else Receipt(row[0], int(row[1]), row[2])
+
     def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
         """The task, if it exists and (when ``owner`` is given) belongs to ``owner``."""
         row = self._conn.execute(
@@ -610,7 +654,8 @@ class TaskStore:
         """Delete finished tasks last updated before ``older_than``, with everything of theirs.
 
         Returns how many tasks, events, push configs, notifications and
-        delivery attempts went (or would go, with ``dry_run``).
+        delivery attempts went (or would go, with ``dry_run``), and how many
+        message receipts older than ``older_than`` (see :meth:`remember_message`).
         """
         finals = tuple(state.value for state in TaskState if state.is_final)
         cutoff = _order_key(older_than)
@@ -629,9 +674,14 @@ class TaskStore:
         }
         for name, query in queries.items():
             counts[name] = int(self._conn.execute(query, args).fetchone()[0])
-        if dry_run or not counts["tasks"]:
+        receipts = "FROM message_receipts WHERE created_at < ?"
+        counts["receipts"] = int(
+            self._conn.execute(f"SELECT count(*) {receipts}", (cutoff,)).fetchone()[0]
+        )
+        if dry_run or not any(counts.values()):
             return counts
         with self._transaction() as conn:
+            conn.execute(f"DELETE {receipts}", (cutoff,))
             conn.execute(
                 "DELETE FROM push_attempts WHERE outbox_id IN (SELECT id FROM push_outbox"
                 f" WHERE (agent, task_id) IN ({doomed}))",
