@@ -91,11 +91,13 @@ async def _measure(url: str, body: bytes, rounds: int) -> dict[str, object]:
         nursery.start_soon(_poll_card, url, stop, latencies)
         await trio.sleep(0.5)  # a baseline before the first body
         async with httpx.AsyncClient(base_url=url, timeout=120) as client:
-            for _ in range(rounds):
+            for round_ in range(rounds):
+                # A fresh messageId each time: a repeated one would be a retry.
+                content = body.replace(b'"big"', f'"big-{round_}"'.encode(), 1)
                 started = time.perf_counter()
                 response = await client.post(
                     "/jsonrpc",
-                    content=body,
+                    content=content,
                     headers={"Content-Type": "application/json", "A2A-Version": "1.0"},
                 )
                 send_seconds.append(time.perf_counter() - started)
