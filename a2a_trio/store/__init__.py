@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .lock import DatabaseInUseError
 from .secrets import SecretBox, SecretKeyError
 from .tasks import (
     Attempt,
@@ -17,6 +18,7 @@ from .tasks import (
 
 __all__ = [
     "Attempt",
+    "DatabaseInUseError",
     "Delivery",
     "Lane",
     "LoggedEvent",
