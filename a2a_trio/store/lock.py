@@ -31,9 +31,9 @@ class ServingLock:
 
     The lock is ``flock(2)``: the OS drops it when its holder exits, however it
     exits (a SIGKILL leaves no stale lock), and it belongs to one open file, so
-    a second server in the same process is refused too. The holder's pid is
-    written into the file for the refusal message. Where there is no ``fcntl``
-    (Windows, not a target) nothing is locked.
+    a second server in the same process is refused too. The holder writes its
+    pid into the file, and the refusal names it when it is there already.
+    Where there is no ``fcntl`` (Windows, not a target) nothing is locked.
     """
 
     def __init__(self, database: str | Path) -> None:
