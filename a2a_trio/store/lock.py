@@ -42,17 +42,13 @@ class ServingLock:
         self.path = Path(os.path.realpath(database) + ".lock")
         self._file: BinaryIO | None = None
 
-    @property
-    def held(self) -> bool:
-        return self._file is not None
-
     def acquire(self) -> None:
         """Take the lock, or raise :class:`DatabaseInUseError` at once. Idempotent."""
         if self._file is not None or sys.platform == "win32":
             return
         # A file object, not a bare descriptor: should its owner be dropped
         # without release(), collecting it closes the file and frees the lock.
-        # Not inherited by subprocesses (PEP 446), so none can outlive us holding it.
+        # Closed on exec (PEP 446): a program an agent runs does not inherit the lock.
         file = self.path.open("a+b", buffering=0)
         try:
             fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
