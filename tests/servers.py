@@ -65,9 +65,18 @@ class ServerProcess:
 
     @classmethod
     def launch(
-        cls, log_path: Path, *, app: str, env: dict[str, str], cwd: Path = REPO
+        cls,
+        log_path: Path,
+        *,
+        app: str,
+        env: dict[str, str],
+        cwd: Path = REPO,
+        options: tuple[str, ...] = (),
     ) -> ServerProcess:
-        """Start hypercorn serving ``app`` with exactly ``env``; do not wait for it."""
+        """Start hypercorn serving ``app`` with exactly ``env``; do not wait for it.
+
+        ``options`` are more hypercorn options (``--workers 2``, say).
+        """
         port = free_port()
         log = log_path.open("ab")
         process = subprocess.Popen(
@@ -75,6 +84,7 @@ class ServerProcess:
                 sys.executable,
                 "-m",
                 "hypercorn",
+                *options,
                 "--worker-class",
                 "trio",
                 "-b",
@@ -89,6 +99,22 @@ class ServerProcess:
             start_new_session=True,
         )
         return cls(log_path, port, process, log)
+
+    @classmethod
+    def launch_configured_app(
+        cls, directory: Path, log_path: Path, *, options: tuple[str, ...] = ()
+    ) -> ServerProcess:
+        """``hypercorn --worker-class trio a2a_trio:app`` in ``directory``, as an operator runs it.
+
+        It serves ``directory/a2a.toml``, or the echo agent on ``directory/a2a.db``.
+        """
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if name not in ("A2A_TRIO_CONFIG", "A2A_TRIO_DATABASE")
+        }
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        return cls.launch(log_path, app="a2a_trio:app", env=env, cwd=directory, options=options)
 
     @property
     def url(self) -> str:

@@ -631,6 +631,20 @@ def test_serve_shuts_down_gracefully_on_sigterm(tmp_path: Path, serving: list[Se
     assert status == 0
 
 
+def test_serve_on_a_database_another_server_serves_exits_1_saying_why(
+    tmp_path: Path, serving: list[Served]
+) -> None:
+    first = Served.start(tmp_path)
+    serving.append(first)
+    result = a2a("serve", "--bind", f"127.0.0.1:{free_port()}", cwd=tmp_path)
+    assert result.status == 1
+    assert "Traceback" not in result.err
+    assert result.err.splitlines()[-1].startswith(
+        "error: a2a.db is already served by another process (pid "
+    )
+    assert a2a("send", first.url, "still here", cwd=tmp_path).status == 0
+
+
 def test_serve_with_a_bad_config_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "a2a.toml").write_text("[storage]\npath = 3\n")
     result = a2a("serve", "--bind", f"127.0.0.1:{free_port()}", cwd=tmp_path)

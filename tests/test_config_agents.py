@@ -8,7 +8,6 @@ key, both from ``build_app`` and from the server process itself.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from cryptography.fernet import Fernet
 from a2a_trio.config import ConfigError, build_app, load_settings
 
 from .conftest import VERSION_HEADERS, user_message
-from .servers import CARD_PATH, REPO, ServerProcess
+from .servers import CARD_PATH, ServerProcess
 
 #: The greeter comes first, so it would own the root card by default; the echo
 #: agent's explicit ``well_known = true`` takes it over.
@@ -43,24 +42,11 @@ well_known = true
 """
 
 
-def launch(directory: Path) -> ServerProcess:
-    """``hypercorn --worker-class trio a2a_trio:app`` in ``directory``, as an operator runs it."""
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in ("A2A_TRIO_CONFIG", "A2A_TRIO_DATABASE")
-    }
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return ServerProcess.launch(
-        directory / "server.log", app="a2a_trio:app", env=env, cwd=directory
-    )
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     directory = tmp_path_factory.mktemp("two-agents")
     (directory / "a2a.toml").write_text(TWO_AGENTS)
-    process = launch(directory)
+    process = ServerProcess.launch_configured_app(directory, directory / "server.log")
     try:
         process.wait_until_ready()
         yield process
@@ -250,7 +236,7 @@ def test_production_starts_with_a_secret_key(
 )
 def test_the_server_process_stops_naming_the_key(tmp_path: Path, text: str, key: str) -> None:
     (tmp_path / "a2a.toml").write_text(text)
-    process = launch(tmp_path)
+    process = ServerProcess.launch_configured_app(tmp_path, tmp_path / "server.log")
     process.wait_for_exit()
     output = process.output()
     assert "ConfigError" in output

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -25,7 +29,8 @@ from a2a_trio.protocol.models import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from a2a_trio.store import SecretKeyError, TaskStore
+from a2a_trio.store import DatabaseInUseError, SecretKeyError, TaskStore
+from a2a_trio.store.lock import ServingLock
 from a2a_trio.store.schema import SCHEMA_VERSION, migrate
 
 AGENT = "agent"
@@ -582,3 +587,105 @@ def test_reopening_a_database_keeps_its_tasks(database: Path) -> None:
         assert user_version(database) == SCHEMA_VERSION
     finally:
         second.close()
+
+
+# --- serving: one process per database ----------------------------------------------
+
+#: A process that serves ``argv[1]`` (holds it as a server's store does) until killed.
+HOLDER = """
+import sys
+from a2a_trio.store import TaskStore
+store = TaskStore(sys.argv[1]).open(exclusive=True)
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def held_elsewhere(database: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process serving ``database``; killed at the end if still alive."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(database)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "holding\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_serving_a_database_another_process_serves_is_refused_naming_it_and_the_fix(
+    database: Path, held_elsewhere: subprocess.Popen[str]
+) -> None:
+    with pytest.raises(DatabaseInUseError) as refused:
+        TaskStore(database).open(exclusive=True)
+    message = str(refused.value)
+    assert f"{database} is already served by another process (pid {held_elsewhere.pid})" in message
+    assert f"{database}.lock" in message
+    assert "served by one process only" in message
+    assert "hypercorn without --workers" in message
+
+
+def test_a_database_whose_server_was_killed_can_be_served_at_once(
+    database: Path, held_elsewhere: subprocess.Popen[str]
+) -> None:
+    os.kill(held_elsewhere.pid, signal.SIGKILL)
+    held_elsewhere.wait(10)
+    TaskStore(database).open(exclusive=True).close()
+
+
+def test_a_second_store_serving_the_database_in_this_process_is_refused(database: Path) -> None:
+    first = TaskStore(database).open(exclusive=True)
+    try:
+        with pytest.raises(
+            DatabaseInUseError, match=f"another app in this process .pid {os.getpid()}"
+        ):
+            TaskStore(database).open(exclusive=True)
+    finally:
+        first.close()
+
+
+def test_closing_a_serving_store_lets_the_database_go(database: Path) -> None:
+    first = TaskStore(database).open(exclusive=True)
+    first.close()
+    TaskStore(database).open(exclusive=True).close()
+
+
+def test_a_reader_opens_reads_and_prunes_a_database_being_served(database: Path) -> None:
+    server = TaskStore(database).open(exclusive=True)
+    reader = TaskStore(database).open()
+    try:
+        create(server, make_task("t-1", state=TaskState.COMPLETED))
+        assert reader.get_task(AGENT, "t-1", owner=ALICE) is not None
+        assert reader.prune(datetime.now(UTC))["tasks"] == 1
+        assert server.get_task(AGENT, "t-1", owner=ALICE) is None
+    finally:
+        reader.close()
+        server.close()
+
+
+def test_a_store_that_fails_to_open_for_serving_lets_the_database_go(database: Path) -> None:
+    with sqlite3.connect(database) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    store = TaskStore(database)
+    with pytest.raises(RuntimeError, match="newer than this a2a-trio understands"):
+        store.open(exclusive=True)
+    lock = ServingLock(database)
+    lock.acquire()
+    lock.release()
+
+
+def test_in_memory_databases_are_served_without_a_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = TaskStore(":memory:").open(exclusive=True)
+    second = TaskStore(":memory:").open(exclusive=True)
+    first.close()
+    second.close()
+    assert list(tmp_path.iterdir()) == []

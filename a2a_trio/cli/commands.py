@@ -16,7 +16,7 @@ from ..config import ConfigError, Settings, build_app, load_settings
 from ..protocol import AgentCard, utcnow
 from ..server.app import normalise_prefix
 from ..server.cards import ServedCard, card_problems, resolve_card
-from ..store import TaskStore
+from ..store import DatabaseInUseError, TaskStore
 
 __all__ = ["card", "deliveries", "make_executor", "prune", "serve"]
 
@@ -221,6 +221,13 @@ def serve(bind: str, config_path: Path | None) -> None:
         app = build_app(_settings(config_path))
     except ConfigError as error:
         raise click.UsageError(str(error)) from None
+    try:
+        # Held from here on; refused in one line rather than as a failed
+        # start-up deep inside hypercorn.
+        app.store.open(exclusive=True)
+    except DatabaseInUseError as error:
+        click.echo(f"error: {error}", err=True)
+        raise SystemExit(1) from None
     config = Config()
     config.bind = [bind]
 

@@ -104,7 +104,13 @@ class A2AApp(QuartTrio):
 
     @property
     def store(self) -> TaskStore:
-        """The SQLite store; it connects (and migrates) at start-up or first use."""
+        """The SQLite store; it connects (and migrates) at start-up or first use.
+
+        From start-up on, the app serves the database alone: starting a second
+        app on the same file, in this process or another, fails with
+        :class:`~a2a_trio.store.DatabaseInUseError`. It lets go when the app
+        stops (a store passed in keeps it until you close that store).
+        """
         if self._store is None:
             self._store = TaskStore(self._database, secret_key=self._secret_key)
         return self._store
@@ -284,7 +290,9 @@ class A2AApp(QuartTrio):
 
     async def _start_hosts(self) -> None:
         self._add_root_route()
-        self.store.open()  # a bad path or a newer schema stops start-up here
+        # Serving holds the database: a second server on it is refused here, as
+        # are a bad path and a newer schema.
+        self.store.open(exclusive=True)
         await self.nursery.start(self._run_checkpoints)
         await self.nursery.start(self._run_push)
         for mount in self.mounts.values():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .checkpoints import checkpoint_periodically
+from .lock import DatabaseInUseError
 from .secrets import SecretBox, SecretKeyError
 from .tasks import (
     Attempt,
@@ -19,6 +20,7 @@ from .tasks import (
 
 __all__ = [
     "Attempt",
+    "DatabaseInUseError",
     "Delivery",
     "Lane",
     "LoggedEvent",

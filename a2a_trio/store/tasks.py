@@ -3,8 +3,9 @@
 Every SQL statement of the project lives in this package. The store is
 synchronous and owned by one thread (the trio thread of the server): SQLite
 in WAL mode commits an event in microseconds, far less than a thread hop
-would cost, and a single owner needs no locks. Other processes (the CLI) open
-their own connection; WAL lets them read while the server writes.
+would cost, and a single owner needs no locks. A serving store holds its
+database exclusively (see :mod:`.lock`); other processes (the CLI) open their
+own connection without that lock, and WAL lets them read while the server writes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ..protocol import (
 )
 from ..protocol._base import iso_utc
 from ..protocol.models import AuthenticationInfo
+from .lock import ServingLock
 from .schema import migrate
 from .secrets import SecretBox, development_key
 
@@ -228,6 +230,8 @@ class TaskStore:
         self._db: sqlite_utils.Database | None = None
         self._connection: sqlite3.Connection | None = None
         self._secrets: SecretBox | None = None
+        #: Held while this store serves the database (``open(exclusive=True)``).
+        self._lock: ServingLock | None = None
         #: Task rows of the open :meth:`batch`, written when it commits.
         self._batch: dict[tuple[str, str], _TaskRow] | None = None
         #: When the open batch began: the time its events are logged at.
@@ -238,28 +242,51 @@ class TaskStore:
         #: The connection :meth:`checkpoint` uses, from a worker thread.
         self._checkpointer: sqlite3.Connection | None = None
 
-    def open(self) -> TaskStore:
-        """Connect and migrate (idempotent). Every other method opens on first use."""
+    def open(self, *, exclusive: bool = False) -> TaskStore:
+        """Connect and migrate (idempotent). Every other method opens on first use.
+
+        ``exclusive`` is for serving: the store then holds the database until
+        :meth:`close`, and opening it exclusively anywhere else, in this process
+        or another, raises :class:`~a2a_trio.store.DatabaseInUseError` naming
+        the holder, before connecting. Plain opens (readers such as the CLI)
+        neither take nor heed it. An in-memory database needs none.
+        """
+        locked_now = False
+        if exclusive and self._lock is None and not self._in_memory:
+            lock = ServingLock(self.path)
+            lock.acquire()
+            self._lock, locked_now = lock, True
         if self._db is None:
-            conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=5.0
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            db = sqlite_utils.Database(conn)
             try:
-                migrate(db)
+                self._connect()
             except BaseException:
-                conn.close()
+                if locked_now:
+                    self._release_lock()
                 raise
-            key = self._secret_key
-            if key is None:
-                in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
-                key = Fernet.generate_key() if in_memory else development_key(Path(self.path))
-            self._secrets = SecretBox(key)
-            self._db = db
-            self._connection = conn
         return self
+
+    @property
+    def _in_memory(self) -> bool:
+        return self.path == ":memory:" or self.path.startswith("file::memory:")
+
+    def _connect(self) -> None:
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=5.0
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        db = sqlite_utils.Database(conn)
+        try:
+            migrate(db)
+        except BaseException:
+            conn.close()
+            raise
+        key = self._secret_key
+        if key is None:
+            key = Fernet.generate_key() if self._in_memory else development_key(Path(self.path))
+        self._secrets = SecretBox(key)
+        self._db = db
+        self._connection = conn
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -284,6 +311,7 @@ class TaskStore:
         return self._secrets
 
     def close(self) -> None:
+        """Disconnect and, when open exclusively, let the database go."""
         if self._checkpointer is not None:
             self._checkpointer.close()
             self._checkpointer = None
@@ -291,6 +319,12 @@ class TaskStore:
             self._db.conn.close()
             self._db = None
             self._connection = None
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # --- WAL checkpoints ----------------------------------------------------
 
