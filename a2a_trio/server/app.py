@@ -96,8 +96,9 @@ class A2AApp(QuartTrio):
         self.push = PushDispatcher(self.store, self.push_settings)
         self._push_scope: trio.CancelScope | None = None
         self._push_stopped = trio.Event()
+        #: The nursery of the hosts and the push worker, while the lifespan runs.
+        self._services: trio.Nursery | None = None
         self.before_serving(self._start_hosts)
-        self.after_serving(self._stop_hosts)
         self.register_error_handler(HTTPException, self._http_error)
 
     @property
@@ -239,6 +240,9 @@ class A2AApp(QuartTrio):
         return None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self._serve_lifespan(scope, receive, send)
+            return
         if scope["type"] == "http":
             route = self._protocol_route(scope["path"])
             if route is not None:
@@ -280,12 +284,39 @@ class A2AApp(QuartTrio):
 
     # --- lifespan -------------------------------------------------------------------
 
+    async def _serve_lifespan(self, scope: Any, receive: Any, send: Any) -> None:
+        """Quart-trio's lifespan, inside a nursery of the app's own for the hosts.
+
+        Quart-trio's shutdown gives its nursery, and the shutdown functions
+        running in it, ``BACKGROUND_TASK_SHUTDOWN_TIMEOUT`` (5 s) before
+        cancelling them, which would cut the hosts' grace short. So the hosts
+        and the push worker live in this nursery, and are stopped when the
+        server announces the shutdown, before quart-trio's own begins.
+        """
+
+        async def receive_event() -> Any:
+            event = await receive()
+            if event["type"] == "lifespan.shutdown":
+                await self._stop_hosts()
+            return event
+
+        try:
+            async with trio.open_nursery() as self._services:
+                await super().__call__(scope, receive_event, send)
+        finally:
+            self._services = None
+            if self._owns_store and self._store is not None:
+                self._store.close()
+                self._store = None
+
     async def _start_hosts(self) -> None:
         self._add_root_route()
         self.store.open()  # a bad path or a newer schema stops start-up here
-        await self.nursery.start(self._run_push)
+        services = self._services
+        assert services is not None, "the hosts start with the app's ASGI lifespan"
+        await services.start(self._run_push)
         for mount in self.mounts.values():
-            await self.nursery.start(mount.host.run)
+            await services.start(mount.host.run)
         if self.a2a_settings.freeze_gc and gc.get_freeze_count() == 0:
             # Once per process (a program that froze its own heap is left as
             # it is), and garbage first, so that none is kept for good.
@@ -308,9 +339,6 @@ class A2AApp(QuartTrio):
         if self._push_scope is not None:
             self._push_scope.cancel()
             await self._push_stopped.wait()
-        if self._owns_store and self._store is not None:
-            self._store.close()
-            self._store = None
 
     async def _http_error(self, error: HTTPException) -> Response:
         """Routing errors answer in JSON too (AIP-193 shape), never HTML."""
