@@ -58,9 +58,11 @@ class A2AApp(QuartTrio):
         app = A2AApp(database="agents.db")
         app.mount("/echo", card=my_card, executor=EchoExecutor(), name="echo")
 
-    Serve it with ``hypercorn --worker-class trio module:app``, or run it inside
-    a trio program with ``hypercorn.trio.serve``. The hosts start with the
-    app's lifespan and shut down in order with it.
+    Serve it with ``a2a-trio serve``, ``hypercorn --worker-class trio
+    module:app``, or inside a trio program with :func:`a2a_trio.server.serve`
+    (or ``hypercorn.trio.serve``). The hosts start with the app's lifespan and
+    shut down in order with it; docs/configuration.md says when their grace
+    begins under each.
     """
 
     def __init__(
@@ -329,6 +331,22 @@ class A2AApp(QuartTrio):
                 await self.push.run(task_status=task_status)
         finally:
             self._push_stopped.set()
+
+    def begin_shutdown(self, *, now: bool = False) -> None:
+        """Start the orderly shutdown; returns at once.
+
+        Every agent stops accepting work, and running executions get
+        ``shutdown_grace`` from this moment, while the server still serves
+        the requests in flight: a blocking SendMessage whose task finishes
+        within the grace gets its answer, and streams end with their tasks.
+        Call it when your server begins its shutdown (``a2a-trio serve`` and
+        :func:`a2a_trio.server.serve` do); without it the grace begins
+        with the ASGI lifespan shutdown, which hypercorn sends only after the
+        requests in flight have ended or been cut off. ``now`` ends the grace
+        at once: running executions are cancelled and their tasks end FAILED.
+        """
+        for mount in self.mounts.values():
+            mount.host.begin_close(now=now)
 
     async def _stop_hosts(self) -> None:
         async with trio.open_nursery() as nursery:
