@@ -44,6 +44,7 @@ class ScriptedExecutor(AgentExecutor):
     ``forget``    WORKING, then return without finishing
     ``reject``    REJECTED from SUBMITTED
     ``chunks``    WORKING, an artifact in three appended chunks, COMPLETED
+    ``sleep N``   WORKING, then COMPLETED after N seconds (trio's clock)
     """
 
     def __init__(self) -> None:
@@ -116,6 +117,9 @@ class ScriptedExecutor(AgentExecutor):
                 await updater.complete()
             case "forget":
                 return
+            case "sleep":
+                await trio.sleep(float(rest))
+                await updater.complete("slept")
             case "chunks":
                 artifact_id = await updater.add_artifact("one ", append=False)
                 await updater.add_artifact("two ", artifact_id=artifact_id, append=True)

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -28,6 +29,26 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def hypercorn_command(app: str, port: int, options: tuple[str, ...] = ()) -> list[str]:
+    """hypercorn's CLI serving ``app`` with the trio worker on 127.0.0.1:``port``."""
+    return [
+        sys.executable,
+        "-m",
+        "hypercorn",
+        *options,
+        "--worker-class",
+        "trio",
+        "-b",
+        f"127.0.0.1:{port}",
+        app,
+    ]
+
+
+def serve_command(port: int) -> list[str]:
+    """``a2a-trio serve`` on 127.0.0.1:``port`` (configured by ``A2A_TRIO_CONFIG``)."""
+    return [sys.executable, "-m", "a2a_trio.cli", "serve", "--bind", f"127.0.0.1:{port}"]
 
 
 @dataclass
@@ -51,10 +72,14 @@ class ServerProcess:
         *,
         app: str = "tests.scripted_app:app",
         env: dict[str, str] | None = None,
+        command: Callable[[int], list[str]] | None = None,
     ) -> ServerProcess:
         """Start the server on ``database`` and return once its card answers."""
         server = cls.launch(
-            log_path, app=app, env={**os.environ, "A2A_TRIO_DATABASE": str(database), **(env or {})}
+            log_path,
+            app=app,
+            env={**os.environ, "A2A_TRIO_DATABASE": str(database), **(env or {})},
+            command=command,
         )
         try:
             server.wait_until_ready()
@@ -72,25 +97,17 @@ class ServerProcess:
         env: dict[str, str],
         cwd: Path = REPO,
         options: tuple[str, ...] = (),
+        command: Callable[[int], list[str]] | None = None,
     ) -> ServerProcess:
         """Start hypercorn serving ``app`` with exactly ``env``; do not wait for it.
 
-        ``options`` are more hypercorn options (``--workers 2``, say).
+        ``options`` are more hypercorn options (``--workers 2``, say);
+        ``command`` gives another server's command line for a port instead.
         """
         port = free_port()
         log = log_path.open("ab")
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hypercorn",
-                *options,
-                "--worker-class",
-                "trio",
-                "-b",
-                f"127.0.0.1:{port}",
-                app,
-            ],
+            command(port) if command is not None else hypercorn_command(app, port, options),
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -22,6 +22,7 @@ from a2a_trio.protocol import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    StreamResponse,
     SubscribeToTaskRequest,
     Task,
     TaskNotCancelableError,
@@ -44,6 +45,8 @@ ALICE = Principal("alice", authenticated=True)
 BOB = Principal("bob", authenticated=True)
 #: The states an echoed task's event log records, in order.
 COMPLETED_LOG = ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+#: The status message of a task that shutdown ended.
+SHUTDOWN_REASON = "The server shut down before the task finished."
 
 
 def request(
@@ -313,6 +316,65 @@ async def test_shutdown_waits_for_the_grace_period_then_fails_running_tasks(
         stored = host.store.get_task("test", task.id, owner=None)
         assert stored is not None
         assert stored.state is TaskState.FAILED
+
+
+async def test_a_host_cancelled_from_outside_fails_running_tasks_at_once_and_records_it(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A server that stops hard (its lifespan cut off) skips the grace, not the record.
+    store = TaskStore(tmp_path / "host.db")
+    host = AgentHost(name="test", executor=ScriptedExecutor(), store=store)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(host.run)
+        task = await sent_task(host, "stubborn", return_immediately=True)
+        await trio.sleep(1)
+        cancelled_at = trio.current_time()
+        nursery.cancel_scope.cancel()
+    assert trio.current_time() - cancelled_at < 0.1
+    stored = store.get_task("test", task.id, owner=None)
+    assert stored is not None and stored.state is TaskState.FAILED
+    assert stored.task.status.message is not None
+    assert stored.task.status.message.parts[0].text == SHUTDOWN_REASON
+    store.close()
+
+
+async def test_begin_close_now_ends_a_grace_under_way(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with running_host(tmp_path, shutdown_grace=10.0) as host:
+        task = await sent_task(host, "stubborn", return_immediately=True)
+        host.begin_close()
+        await trio.sleep(2)
+        host.begin_close(now=True)
+        await host.close()
+        assert trio.current_time() == pytest.approx(2.0, abs=0.1)
+        assert host.get_task(GetTaskRequest(id=task.id), ALICE).status.state is TaskState.FAILED
+
+
+async def test_a_subscription_to_a_waiting_task_ends_when_the_host_closes(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with running_host(tmp_path) as host:
+        task = await sent_task(host, "ask")
+        stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+        received: list[StreamResponse] = []
+        ended = trio.Event()
+
+        async def read() -> None:
+            async for _, response in stream:
+                received.append(response)
+            ended.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            await trio.sleep(60)  # nothing happens to the task, the stream waits
+            assert not ended.is_set()
+            await host.close()
+            with trio.fail_after(1):  # it would wait for the task forever
+                await ended.wait()
+        [snapshot] = received
+        assert snapshot.task is not None
+        assert snapshot.task.status.state is TaskState.INPUT_REQUIRED
 
 
 async def test_tasks_left_running_by_a_crash_are_failed_at_start(tmp_path: Path) -> None:

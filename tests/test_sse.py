@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import trio
+from hypercorn.config import Config
 
 from a2a_trio.protocol import SubscribeToTaskRequest
 from a2a_trio.protocol.sse import KEEPALIVE
 from a2a_trio.server.bindings import _event_stream
 
 from .agents import ScriptedExecutor
+from .conftest import live_server, make_card, user_message
 from .test_host import ALICE, request, running_host, sent_task
 
 
@@ -111,3 +114,33 @@ async def test_a_message_stream_holds_its_task_only_until_it_ends_or_its_client_
         executor.gate.release.set()
         await trio.sleep(1)
         assert task_id not in host._live
+
+
+async def test_a_connection_whose_stream_ended_is_closed_once_idle_like_any_other(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Ending the body makes hypercorn report http.disconnect and restart its
+    # keep-alive timer within that same send; a stream ending under its
+    # disconnect watcher cancelled that, and the connection stayed open.
+    def configure(app: Any) -> None:
+        app.mount("", card=make_card(), executor=ScriptedExecutor())
+
+    async with live_server(tmp_path, configure) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        connection = await trio.open_tcp_stream("127.0.0.1", port)
+        params = {"message": user_message("echo hi")}
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params}
+        ).encode()
+        head = (
+            "POST /jsonrpc HTTP/1.1\r\nHost: test\r\nA2A-Version: 1.0\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        await connection.send_all(head.encode() + body)
+        received = b""
+        while not received.endswith(b"\r\n0\r\n\r\n"):  # the end of the chunked body
+            received += await connection.receive_some()
+        assert b"TASK_STATE_COMPLETED" in received
+        with trio.fail_after(Config.keep_alive_timeout + 1):
+            assert await connection.receive_some() == b""  # closed by the server
+        await connection.aclose()

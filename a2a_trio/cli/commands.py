@@ -215,7 +215,8 @@ def serve(bind: str, config_path: Path | None) -> None:
     """Serve the configured agents with hypercorn's trio worker (Ctrl+C stops)."""
     import trio
     from hypercorn.config import Config
-    from hypercorn.trio import serve as hypercorn_serve
+
+    from ..server.serving import serve as serve_app
 
     try:
         app = build_app(_settings(config_path))
@@ -231,15 +232,26 @@ def serve(bind: str, config_path: Path | None) -> None:
     config = Config()
     config.bind = [bind]
 
-    async def until_signalled() -> None:
+    async def serve_until_signalled() -> None:
         # SIGINT and SIGTERM start a graceful shutdown instead of interrupting
-        # whatever request happens to be running.
+        # whatever request happens to be running; a second one ends the grace
+        # at once (the running tasks end FAILED, recorded as such).
+        first = trio.Event()
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for _ in signals:
-                return
+            async with trio.open_nursery() as nursery:
+
+                async def watch() -> None:
+                    async for _ in signals:
+                        if first.is_set():
+                            app.begin_shutdown(now=True)
+                        first.set()
+
+                nursery.start_soon(watch)
+                await serve_app(app, config, shutdown_trigger=first.wait)
+                nursery.cancel_scope.cancel()
 
     click.echo(f"serving {', '.join(app.mounts)} on http://{bind}")
-    trio.run(lambda: hypercorn_serve(app, config, shutdown_trigger=until_signalled))
+    trio.run(serve_until_signalled)
     click.echo("stopped")
 
 

@@ -216,32 +216,68 @@ class AgentHost:
         self._closing = False
         self._stop = trio.Event()
         self._finished = trio.Event()
+        #: The shutdown grace; cancelled to end it early (begin_close(now=True)).
+        self._grace = trio.CancelScope()
         self._inbox_send, self._inbox = trio.open_memory_channel[_Entry](self.settings.queue_size)
 
     # --- lifetime -------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Own the host nursery until :meth:`close`; end crash leftovers first."""
-        try:
-            self._recover()
-            async with trio.open_nursery() as recording:
-                recording.start_soon(self._record_events)
-                async with trio.open_nursery() as nursery:
-                    self._nursery = nursery
-                    task_status.started()
-                    await self._stop.wait()
-                    await self._shutdown()
-                # Every execution, cancel and delivery has ended, and each waited
-                # for its events to be recorded: the recorder has nothing left.
-                recording.cancel_scope.cancel()
-        finally:
-            self._nursery = None
-            self._finished.set()
+        """Own the host nursery until :meth:`close`; end crash leftovers first.
+
+        The host owns its shutdown: cancelling ``run`` from outside is taken
+        as a shutdown without grace. Running executions are cancelled at once,
+        and ``run`` returns (raising ``Cancelled``) only once their tasks'
+        endings are recorded, so nothing is left WORKING in the store.
+        """
+        self._recover()
+        async with trio.open_nursery() as guard:
+            try:
+                await guard.start(self._serve)
+                task_status.started()
+                await self._finished.wait()
+            finally:
+                if not self._finished.is_set():  # run() is cancelled: no grace
+                    self.begin_close(now=True)
+
+    async def _serve(self, *, task_status: trio.TaskStatus[None]) -> None:
+        # Shielded: only close() ends the executions (run() turns its own
+        # cancellation into a close), so that every ending gets recorded.
+        with trio.CancelScope(shield=True):
+            try:
+                async with trio.open_nursery() as recording:
+                    recording.start_soon(self._record_events)
+                    async with trio.open_nursery() as nursery:
+                        self._nursery = nursery
+                        task_status.started()
+                        await self._stop.wait()
+                        await self._shutdown()
+                    # Every execution, cancel and delivery has ended, and each waited
+                    # for its events to be recorded: the recorder has nothing left.
+                    recording.cancel_scope.cancel()
+            finally:
+                self._nursery = None
+                self._finished.set()
+                # The streams still open (subscriptions to tasks that nothing
+                # runs, INPUT_REQUIRED say) end now: nothing more comes here.
+                for live in list(self._live.values()):
+                    live.feed.notify()
+
+    def begin_close(self, *, now: bool = False) -> None:
+        """Stop accepting work and start the shutdown grace; returns at once.
+
+        Running executions get ``shutdown_grace`` from the first call of this
+        or :meth:`close`; then their cancel scopes are cancelled and their
+        tasks end FAILED. ``now`` ends the grace at once (also one under way).
+        """
+        self._closing = True
+        self._stop.set()
+        if now:
+            self._grace.cancel()
 
     async def close(self) -> None:
         """Stop accepting work, let executions finish or end them, then return."""
-        self._closing = True
-        self._stop.set()
+        self.begin_close()
         if self._nursery is not None:
             await self._finished.wait()
 
@@ -268,7 +304,8 @@ class AgentHost:
             )
 
     async def _shutdown(self) -> None:
-        with trio.move_on_after(self.settings.shutdown_grace):
+        self._grace.deadline = trio.current_time() + self.settings.shutdown_grace
+        with self._grace:
             for execution in list(self._executions):
                 await execution.done.wait()
         for execution in list(self._executions):
@@ -1375,6 +1412,9 @@ class TaskEventStream:
                 continue
             snapshot = feed.snapshot
             if self._execution is None and snapshot is not None and snapshot.status.state.is_final:
+                self._finished = True
+                continue
+            if self._host._finished.is_set():  # the host has stopped: nothing more comes
                 self._finished = True
                 continue
             return wakeup

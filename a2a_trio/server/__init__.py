@@ -16,6 +16,7 @@ from .auth import (
 )
 from .bindings import ServerSettings
 from .mount import AgentMount
+from .serving import serve
 
 __all__ = [
     "A2AApp",
@@ -31,4 +32,5 @@ __all__ = [
     "MutualTLSAuthenticator",
     "RequestCredentials",
     "ServerSettings",
+    "serve",
 ]

@@ -58,9 +58,11 @@ class A2AApp(QuartTrio):
         app = A2AApp(database="agents.db")
         app.mount("/echo", card=my_card, executor=EchoExecutor(), name="echo")
 
-    Serve it with ``hypercorn --worker-class trio module:app``, or run it inside
-    a trio program with ``hypercorn.trio.serve``. The hosts start with the
-    app's lifespan and shut down in order with it.
+    Serve it with ``a2a-trio serve``, ``hypercorn --worker-class trio
+    module:app``, or inside a trio program with :func:`a2a_trio.server.serve`
+    (or ``hypercorn.trio.serve``). The hosts start with the app's lifespan and
+    shut down in order with it; docs/configuration.md says when their grace
+    begins under each.
     """
 
     def __init__(
@@ -98,8 +100,10 @@ class A2AApp(QuartTrio):
         self._push_stopped = trio.Event()
         #: The WAL checkpointer's scope and end, once it runs.
         self._checkpoints: tuple[trio.CancelScope, trio.Event] | None = None
+        #: The nursery of the hosts, the push worker and the WAL checkpointer,
+        #: while the lifespan runs.
+        self._services: trio.Nursery | None = None
         self.before_serving(self._start_hosts)
-        self.after_serving(self._stop_hosts)
         self.register_error_handler(HTTPException, self._http_error)
 
     @property
@@ -247,6 +251,9 @@ class A2AApp(QuartTrio):
         return None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self._serve_lifespan(scope, receive, send)
+            return
         if scope["type"] == "http":
             route = self._protocol_route(scope["path"])
             if route is not None:
@@ -288,15 +295,46 @@ class A2AApp(QuartTrio):
 
     # --- lifespan -------------------------------------------------------------------
 
+    async def _serve_lifespan(self, scope: Any, receive: Any, send: Any) -> None:
+        """Quart-trio's lifespan, inside a nursery of the app's own for the hosts.
+
+        Quart-trio's shutdown gives its nursery, and the shutdown functions
+        running in it, ``BACKGROUND_TASK_SHUTDOWN_TIMEOUT`` (5 s) before
+        cancelling them, which would cut the hosts' grace short. So the hosts
+        and the push worker live in this nursery, and are stopped when the
+        server announces the shutdown, before quart-trio's own begins.
+        """
+
+        async def receive_event() -> Any:
+            event = await receive()
+            if event["type"] == "lifespan.shutdown":
+                await self._stop_hosts()
+            return event
+
+        try:
+            async with trio.open_nursery() as self._services:
+                await super().__call__(scope, receive_event, send)
+                # Stopped in order by now, unless the start-up failed halfway:
+                # then whatever did start ends here (hosts still record their
+                # endings) instead of holding the lifespan open for good.
+                self._services.cancel_scope.cancel()
+        finally:
+            self._services = None
+            if self._owns_store and self._store is not None:
+                self._store.close()
+                self._store = None
+
     async def _start_hosts(self) -> None:
         self._add_root_route()
         # Serving holds the database: a second server on it is refused here, as
         # are a bad path and a newer schema.
         self.store.open(exclusive=True)
-        await self.nursery.start(self._run_checkpoints)
-        await self.nursery.start(self._run_push)
+        services = self._services
+        assert services is not None, "the hosts start with the app's ASGI lifespan"
+        await services.start(self._run_checkpoints)
+        await services.start(self._run_push)
         for mount in self.mounts.values():
-            await self.nursery.start(mount.host.run)
+            await services.start(mount.host.run)
         if self.a2a_settings.freeze_gc and gc.get_freeze_count() == 0:
             # Once per process (a program that froze its own heap is left as
             # it is), and garbage first, so that none is kept for good.
@@ -318,6 +356,22 @@ class A2AApp(QuartTrio):
         finally:
             stopped.set()
 
+    def begin_shutdown(self, *, now: bool = False) -> None:
+        """Start the orderly shutdown; returns at once.
+
+        Every agent stops accepting work, and running executions get
+        ``shutdown_grace`` from this moment, while the server still serves
+        the requests in flight: a blocking SendMessage whose task finishes
+        within the grace gets its answer, and streams end with their tasks.
+        Call it when your server begins its shutdown (``a2a-trio serve`` and
+        :func:`a2a_trio.server.serve` do); without it the grace begins
+        with the ASGI lifespan shutdown, which hypercorn sends only after the
+        requests in flight have ended or been cut off. ``now`` ends the grace
+        at once: running executions are cancelled and their tasks end FAILED.
+        """
+        for mount in self.mounts.values():
+            mount.host.begin_close(now=now)
+
     async def _stop_hosts(self) -> None:
         async with trio.open_nursery() as nursery:
             for mount in self.mounts.values():
@@ -332,9 +386,6 @@ class A2AApp(QuartTrio):
             scope.cancel()
             await stopped.wait()
             self._checkpoints = None
-        if self._owns_store and self._store is not None:
-            self._store.close()
-            self._store = None
 
     async def _http_error(self, error: HTTPException) -> Response:
         """Routing errors answer in JSON too (AIP-193 shape), never HTML."""

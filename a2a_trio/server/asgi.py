@@ -164,18 +164,29 @@ class ProtocolResponse:
             await send({"type": "http.response.body", "body": body})
             return
         try:
+            end: bytes | None = None
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
                 await send(self._start())
-                await _relay(body, send)  # ends the body
+                end = await _relay(body, send)
                 nursery.cancel_scope.cancel()
+            if end is not None:
+                # Not under the watcher: ending the body makes hypercorn report
+                # http.disconnect, then recycle or close the connection within
+                # this very send, and the watcher's cancellation would cut that
+                # short (a closing connection would keep its socket open).
+                await send({"type": "http.response.body", "body": end})
         finally:
             # The client may be gone: the task goes on, the stream lets go of it.
             body.stream.close()
 
 
-async def _relay(body: EventStreamBody, send: Send) -> None:
-    """Relay the stream's events; those already there when one arrives go in the same write."""
+async def _relay(body: EventStreamBody, send: Send) -> bytes:
+    """Relay the stream's events; returns the end of the body, for the caller to send.
+
+    The events already there when one arrives go in the same write; those
+    published with the end of the stream go with the end of the body.
+    """
     stream = body.stream
     try:
         while True:
@@ -184,28 +195,23 @@ async def _relay(body: EventStreamBody, send: Send) -> None:
                 try:
                     seq, _, text = await stream.receive_rendered()
                 except trio.EndOfChannel:
-                    break
+                    return b""
             if timer.cancelled_caught:
                 await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
                 continue
             frames = [format_event(body.render(text), event_id=seq)]
-            ended = False
             while True:
                 try:
                     ready = stream.receive_ready()
                 except trio.EndOfChannel:
-                    ended = True
-                    break
+                    return b"".join(frames)
                 if ready is None:
                     break
                 frames.append(format_event(body.render(ready[2]), event_id=ready[0]))
-            data = b"".join(frames)
-            await send({"type": "http.response.body", "body": data, "more_body": not ended})
-            if ended:
-                return
+            await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
     except Exception:
         log.exception("event stream failed")
-    await send({"type": "http.response.body", "body": b""})
+        return b""
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
