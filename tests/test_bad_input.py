@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+import trio
 
 from a2a_trio import A2AApp, ServerSettings
 
@@ -224,3 +225,23 @@ async def test_a_malformed_last_event_id_is_invalid_params(server: LiveServer) -
         "SubscribeToTask", {"id": "x"}, headers={"Last-Event-ID": "yesterday"}
     )
     assert body["error"]["code"] == -32602
+
+
+async def test_a_body_that_trickles_in_past_the_timeout_is_a_408(tmp_path: Path) -> None:
+    settings = ServerSettings(body_timeout=0.5)
+    async with live_server(tmp_path, mount, settings=settings) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with stream:
+            await stream.send_all(
+                b"POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b'A2A-Version: 1.0\r\nContent-Length: 100\r\n\r\n{"jsonrpc":'
+            )
+            started = trio.current_time()
+            answer = b""
+            with trio.fail_after(5):
+                while b"\r\n\r\n" not in answer:
+                    answer += await stream.receive_some(4096)
+        assert answer.startswith(b"HTTP/1.1 408")
+        assert 0.4 < trio.current_time() - started < 3
+        await assert_still_serving(server)

@@ -30,6 +30,7 @@ __all__ = [
     "MethodNotFoundError",
     "PayloadTooLargeError",
     "PushNotificationNotSupportedError",
+    "RequestTimeoutError",
     "TaskNotCancelableError",
     "TaskNotFoundError",
     "UnauthenticatedError",
@@ -254,6 +255,14 @@ class PayloadTooLargeError(A2AError):
     spec = ErrorSpec(-32600, 413, "INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE", "Request body too large")
 
 
+class RequestTimeoutError(A2AError):
+    """The body did not arrive within the configured time."""
+
+    spec = ErrorSpec(
+        -32600, 408, "DEADLINE_EXCEEDED", "REQUEST_TIMEOUT", "Request body not received in time"
+    )
+
+
 ERROR_TABLE: dict[str, type[A2AError]] = {
     cls.__name__: cls
     for cls in (
@@ -275,6 +284,7 @@ ERROR_TABLE: dict[str, type[A2AError]] = {
         UnauthenticatedError,
         ForbiddenError,
         PayloadTooLargeError,
+        RequestTimeoutError,
     )
 }
 

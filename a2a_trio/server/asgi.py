@@ -13,6 +13,7 @@ rest: cards, the lifespan, and any route an application adds.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,7 @@ from urllib.parse import parse_qsl
 import trio
 from werkzeug.http import parse_cookie
 
-from ..protocol import PayloadTooLargeError
+from ..protocol import PayloadTooLargeError, RequestTimeoutError
 from ..protocol.sse import KEEPALIVE, format_event
 from ..runtime import TaskEventStream
 
@@ -107,8 +108,19 @@ class ProtocolRequest:
         root = self.scope.get("root_path", "").rstrip("/")
         return f"{self.scope.get('scheme', 'http')}://{host}{root}/"
 
-    async def body(self, limit: int) -> bytes:
-        """The whole body; :class:`PayloadTooLargeError` past ``limit`` bytes."""
+    async def body(self, limit: int, time_limit: float = math.inf) -> bytes:
+        """The whole body; :class:`PayloadTooLargeError` past ``limit`` bytes.
+
+        :class:`RequestTimeoutError` when it has not all arrived ``time_limit``
+        seconds after the first read: a client trickling a body would
+        otherwise hold its connection, and what it sent so far, for good.
+        """
+        with trio.move_on_after(time_limit) as deadline:
+            return await self._read_body(limit)
+        assert deadline.cancelled_caught
+        raise RequestTimeoutError(f"The request body did not arrive within {time_limit:g} s")
+
+    async def _read_body(self, limit: int) -> bytes:
         declared = self.content_length
         if declared is not None and declared > limit:
             raise PayloadTooLargeError(

@@ -46,7 +46,7 @@ VERSION_HEADER = "A2A-Version"
 EXTENSIONS_HEADER = "A2A-Extensions"
 #: Statuses a JSON-RPC error keeps; every other JSON-RPC error travels on 200
 #: (JSON-RPC over HTTP, and what peers' clients expect).
-_JSONRPC_HTTP_STATUSES = frozenset({401, 403, 413})
+_JSONRPC_HTTP_STATUSES = frozenset({401, 403, 408, 413})
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,8 @@ class ServerSettings:
     """Limits and HTTP behaviour of the protocol routes, and of the server process."""
 
     max_body_bytes: int = 10 * 1024 * 1024
+    #: Seconds a request body may take to arrive in full (HTTP 408 after).
+    body_timeout: float = 30.0
     keepalive_interval: float = 15.0
     card_max_age: int = 300
     #: The address clients use, when it differs from the request's Host.
@@ -230,7 +232,7 @@ async def handle_jsonrpc(
                 f"JSON-RPC requests must be sent as {JSON_CONTENT_TYPE}, "
                 f"not {request.content_type or 'an undeclared type'}"
             )
-        body = await request.body(settings.max_body_bytes)
+        body = await request.body(settings.max_body_bytes, settings.body_timeout)
         envelope = await _decode(lambda loads: parse_jsonrpc(body, loads), len(body))
         request_id = envelope.id
         negotiate_version(_version(request))
@@ -272,7 +274,7 @@ async def handle_rest(
         negotiate_version(_version(request))
         body = b""
         if request.method in ("POST", "PUT", "PATCH"):
-            body = await request.body(settings.max_body_bytes)
+            body = await request.body(settings.max_body_bytes, settings.body_timeout)
             declared = request.content_type
             if (declared and not _is_json(declared)) or (body.strip() and not declared):
                 raise ContentTypeNotSupportedError(
