@@ -42,6 +42,7 @@ from ..protocol import (
     Part,
     PushNotificationNotSupportedError,
     Role,
+    SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
     SubscribeToTaskRequest,
@@ -137,8 +138,13 @@ class _Execution:
     #: Why the recorder could not store this execution's events (they are dropped).
     recording_error: Exception | None = None
     #: The message's retry key (owner, messageId, content digest), when retries
-    #: are recognised: recorded with the first event, see _remember.
+    #: are recognised (see AgentHost._remember).
     retry_key: RetryKey | None = None
+    #: What the message started, once known: the task (and the log position of
+    #: a continuation) or the direct answer; stored only if the client went
+    #: away without its answer (``unanswered``).
+    receipt: dict[str, Any] | None = None
+    unanswered: bool = False
 
     def settle_first(self) -> None:
         self.first.set()
@@ -440,13 +446,50 @@ class AgentHost:
         since = utcnow() - timedelta(seconds=self.settings.retry_window)
         return self.store.find_message(self.name, *key, since)
 
+    # A retry is a message whose sender cannot know what became of the first
+    # one: its request went away (a timeout, a dropped connection) before the
+    # answer reached it. A client that got its answer and sends the same
+    # message again asks again, and gets new work (the conformance kit does
+    # just that). So a message is joined while its execution runs and no
+    # client has had the answer, and its receipt is stored only once its
+    # request went away without one.
+
     def _remember(self, execution: _Execution, **receipt: Any) -> None:
-        """Record what the execution's message started, in the recorder's transaction."""
-        key = execution.retry_key
-        if key is None:
+        """Note what the execution's message started (stored if it goes unanswered)."""
+        if execution.retry_key is None:
             return
-        owner, message_id, digest = key
-        self.store.remember_message(self.name, owner, message_id, digest, **receipt)
+        execution.receipt = receipt
+        if execution.unanswered:  # in the recorder's transaction
+            self._store_receipt(execution)
+
+    def _store_receipt(self, execution: _Execution) -> None:
+        assert execution.retry_key is not None and execution.receipt is not None
+        owner, message_id, digest = execution.retry_key
+        self.store.remember_message(self.name, owner, message_id, digest, **execution.receipt)
+
+    def _answered(self, execution: _Execution) -> None:
+        """A client has the answer: the same message again is new work from now on."""
+        key = execution.retry_key
+        if key is not None and self._running_messages.get(key, (None, None))[1] is execution:
+            del self._running_messages[key]
+
+    def _retry_answered(self, key: RetryKey) -> None:
+        """A retry got the answer its original missed: the next such message is new work."""
+        try:
+            self.store.forget_message(self.name, *key)
+        except Exception:  # the receipt stays: the next copy is taken for a retry too
+            log.exception("agent %s: could not drop a message receipt", self.name)
+
+    def _unanswered(self, execution: _Execution) -> None:
+        """The request went away without its answer: a retry must find the original."""
+        if execution.retry_key is None or execution.unanswered:
+            return
+        execution.unanswered = True
+        if execution.receipt is not None:
+            try:
+                self._store_receipt(execution)
+            except Exception:  # a failing store costs a retry its answer, nothing more
+                log.exception("agent %s: could not store a message receipt", self.name)
 
     async def send_message(
         self,
@@ -462,31 +505,49 @@ class AgentHost:
         retry_key = await self._retry_key(request, caller)
         earlier = self._earlier(retry_key)
         if earlier is not None:
-            return self._answer_again(earlier, request, caller)
+            assert retry_key is not None
+            answer = self._answer_again(earlier, request, caller)
+            self._retry_answered(retry_key)
+            return answer
         live, execution = await self._begin(request, caller, extensions, retry_key)
         try:
-            await execution.first.wait()
-            if execution.error is not None:
-                raise execution.error
-            if execution.answer is not None:
-                return execution.answer
-            configuration = request.configuration
-            if not (configuration and configuration.return_immediately):
-                # Settled means final or interrupted by an event of this execution:
-                # a continued INPUT_REQUIRED task is not settled by its old state.
-                while live.feed.settled_seq <= execution.start_seq and not execution.done.is_set():
-                    await live.feed.wakeup.wait()
-            # The task exists once published (direct push mode publishes late).
-            while live.feed.snapshot is None and not execution.done.is_set():
-                await live.feed.wakeup.wait()
-            snapshot = live.feed.snapshot
-            if snapshot is None:
-                raise execution.error or InternalError()
-            return view_task(
-                snapshot, history_length=configuration.history_length if configuration else None
-            )
+            answer = await self._await_answer(live, execution, request.configuration)
+        except A2AError:
+            self._answered(execution)  # the client gets this error as its answer
+            raise
+        except BaseException:
+            self._unanswered(execution)
+            raise
         finally:
             self._release(live)
+        self._answered(execution)
+        return answer
+
+    async def _await_answer(
+        self,
+        live: _LiveTask,
+        execution: _Execution,
+        configuration: SendMessageConfiguration | None,
+    ) -> Task | Message:
+        await execution.first.wait()
+        if execution.error is not None:
+            raise execution.error
+        if execution.answer is not None:
+            return execution.answer
+        if not (configuration and configuration.return_immediately):
+            # Settled means final or interrupted by an event of this execution:
+            # a continued INPUT_REQUIRED task is not settled by its old state.
+            while live.feed.settled_seq <= execution.start_seq and not execution.done.is_set():
+                await live.feed.wakeup.wait()
+        # The task exists once published (direct push mode publishes late).
+        while live.feed.snapshot is None and not execution.done.is_set():
+            await live.feed.wakeup.wait()
+        snapshot = live.feed.snapshot
+        if snapshot is None:
+            raise execution.error or InternalError()
+        return view_task(
+            snapshot, history_length=configuration.history_length if configuration else None
+        )
 
     async def stream_message(
         self,
@@ -503,13 +564,28 @@ class AgentHost:
         retry_key = await self._retry_key(request, caller)
         earlier = self._earlier(retry_key)
         if earlier is not None:
-            return self._stream_again(earlier, caller)
+            assert retry_key is not None
+            stream = self._stream_again(earlier, caller)
+
+            def closed(finished: bool) -> None:
+                if finished:
+                    self._retry_answered(retry_key)
+
+            stream.on_close(closed)
+            return stream
         live, execution = await self._begin(request, caller, extensions, retry_key)
         try:
             await execution.first.wait()
+        except BaseException:
+            self._unanswered(execution)
+            self._release(live)
+            raise
+        try:
             if execution.error is not None:
+                self._answered(execution)
                 raise execution.error
             if execution.answer is not None:
+                self._answered(execution)
                 return TaskEventStream.single(StreamResponse(message=execution.answer))
             initial: list[FeedItem] = []
             if execution.continuing:
@@ -519,9 +595,15 @@ class AgentHost:
                 )
             # The stream holds the task from the start (it is read at once): its
             # events are in the feed, not only in the store, when it reads them.
-            return TaskEventStream(
+            stream = TaskEventStream(
                 self, live.task_id, execution.start_seq, initial, execution=execution, live=live
             )
+            stream.on_close(
+                lambda finished: (
+                    self._answered(execution) if finished else self._unanswered(execution)
+                )
+            )
+            return stream
         finally:
             self._release(live)
 
@@ -1330,6 +1412,8 @@ class TaskEventStream:
         live: _LiveTask | None = None,
     ) -> None:
         self._host = host
+        #: Told, once, whether the stream had reached its end when it closed.
+        self._on_close: Callable[[bool], object] | None = None
         self._task_id = task_id
         # Given (and held) here, or taken on the first receive, so that a
         # subscription nobody reads holds nothing; let go at the end or on close.
@@ -1346,6 +1430,10 @@ class TaskEventStream:
         self._stop_on_interrupt = stop_on_interrupt
         self._finished = False
         self._closed = False
+
+    def on_close(self, callback: Callable[[bool], object]) -> None:
+        """Call ``callback(finished)`` once the stream closes (``finished``: it reached its end)."""
+        self._on_close = callback
 
     @classmethod
     def single(cls, response: StreamResponse) -> TaskEventStream:
@@ -1441,6 +1529,8 @@ class TaskEventStream:
         """Let go of the task (idempotent)."""
         if not self._closed:
             self._closed = True
+            if self._on_close is not None:
+                self._on_close(self._finished)
             if self._host is not None and self._live is not None:
                 self._host._release(self._live)
                 self._live = None

@@ -239,6 +239,8 @@ class TaskStore:
         #: Inside a :meth:`savepoint`: the rows it changed, as they were before.
         self._undo: dict[tuple[str, str], _TaskRow | None] | None = None
         self._commits = 0
+        #: Characters of events and snapshots written (a gauge of WAL growth).
+        self.written = 0
         #: The connection :meth:`checkpoint` uses, from a worker thread.
         self._checkpointer: sqlite3.Connection | None = None
 
@@ -434,11 +436,13 @@ class TaskStore:
             snapshot = row.snapshot
             if snapshot is None:
                 continue
+            text = snapshot.to_json()
+            self.written += len(text)
             values = (
                 snapshot.status.state.value,
                 _order_key(snapshot.status.timestamp or utcnow()),
                 row.last_seq,
-                snapshot.to_json(),
+                text,
                 agent,
                 task_id,
             )
@@ -495,6 +499,7 @@ class TaskStore:
             " VALUES (?, ?, 1, ?, ?, ?)",
             (agent, task.id, kind, payload, now),
         )
+        self.written += len(payload)
         # The row itself is inserted when the batch commits, with the task
         # as the batch leaves it.
         batch[agent, task.id] = _TaskRow(
@@ -543,6 +548,7 @@ class TaskStore:
             " VALUES (?, ?, ?, ?, ?, ?)",
             (agent, snapshot.id, seq, kind, payload, now),
         )
+        self.written += len(payload)
         queued = self._queue(agent, snapshot.id, seq, kind, payload, now) if push else 0
         return Written(seq, queued)
 
@@ -591,6 +597,15 @@ class TaskStore:
                 "INSERT OR IGNORE INTO message_receipts (agent, owner, message_id, digest,"
                 " task_id, seq, answer, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (agent, owner, message_id, digest, task_id, seq, answer, self._batch_began),
+            )
+
+    def forget_message(self, agent: str, owner: str, message_id: str, digest: str) -> None:
+        """Drop what :meth:`remember_message` stored for the message."""
+        with self._transaction() as conn:
+            conn.execute(
+                "DELETE FROM message_receipts WHERE agent = ? AND owner = ? AND message_id = ?"
+                " AND digest = ?",
+                (agent, owner, message_id, digest),
             )
 
     def find_message(
