@@ -383,6 +383,14 @@ def test_card_prints_the_served_card_and_exits_0_when_valid(tmp_path: Path) -> N
     assert "the card of echo is valid" in result.err
 
 
+def test_card_without_a_config_shows_the_bundled_echo_agent(tmp_path: Path) -> None:
+    result = a2a("card", cwd=tmp_path)
+    assert result.status == 0, result.err
+    assert json.loads(result.out)["name"] == "Echo Agent"
+    assert result.err.strip() == "the card of echo is valid"
+    assert a2a("card", "echo", cwd=tmp_path).status == 0
+
+
 def test_card_base_url_sets_the_interface_addresses(tmp_path: Path) -> None:
     (tmp_path / "agents.toml").write_text(ECHO_CONFIG)
     result = a2a(
@@ -585,7 +593,7 @@ def test_serve_answers_on_its_bind(tmp_path: Path, serving: list[Served]) -> Non
 
     assert rows(tmp_path / "a2a.db", "SELECT id FROM tasks") == [(task["id"],)]
     _, out, _ = server.stop()
-    assert out.startswith(f"serving default on {server.url}")
+    assert out.startswith(f"serving echo on {server.url}")
 
 
 @contextmanager
