@@ -27,10 +27,22 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def serve(session: nox.Session) -> None:
-    """Serve ``a2a_trio:app`` (a2a.toml, or the echo agent) on http://127.0.0.1:8000."""
+    """Serve ``a2a_trio:app`` (a2a.toml, or the echo agent) on http://127.0.0.1:8000.
+
+    Each request is logged on standard output (hypercorn's access log).
+    """
     session.install("-e", ".")
     bind = session.posargs[0] if session.posargs else "127.0.0.1:8000"
-    session.run("hypercorn", "--worker-class", "trio", "--bind", bind, "a2a_trio:app")
+    session.run(
+        "hypercorn",
+        "--worker-class",
+        "trio",
+        "--access-logfile",
+        "-",
+        "--bind",
+        bind,
+        "a2a_trio:app",
+    )
 
 
 @nox.session

@@ -18,6 +18,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -26,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -256,30 +257,40 @@ card = "a2a_agents.hello:card"
 
 @dataclass
 class Served:
-    """``a2a-trio serve`` running in a child process of its own session."""
+    """``a2a-trio serve`` running in a child process of its own session.
+
+    Its output goes to files, not pipes: the access log writes a line per
+    request, and a pipe nobody reads would fill up and stall the server.
+    """
 
     process: subprocess.Popen[str]
     url: str
+    out: IO[str]
+    err: IO[str]
+    ended: tuple[int | None, str, str] | None = None
 
     @classmethod
     def start(cls, cwd: Path, *args: str, command: list[str] = CLI) -> Served:
         port = free_port()
+        # wait() closes them, and every test gets there: by stop(), or the fixture.
+        out = tempfile.TemporaryFile("w+")  # noqa: SIM115
+        err = tempfile.TemporaryFile("w+")  # noqa: SIM115
         process = subprocess.Popen(
             [*command, "serve", "--bind", f"127.0.0.1:{port}", *args],
             cwd=cwd,
             env=clean_env(PYTHONUNBUFFERED="1"),  # what it printed survives a kill
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=out,
+            stderr=err,
             text=True,
             start_new_session=True,
         )
-        served = cls(process, f"http://127.0.0.1:{port}")
+        served = cls(process, f"http://127.0.0.1:{port}", out, err)
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while True:
             if process.poll() is not None:
-                out, err = process.communicate()
-                pytest.fail(f"serve exited with {process.returncode}:\n{out}{err}")
+                _, printed, complaint = served.wait()
+                pytest.fail(f"serve exited with {process.returncode}:\n{printed}{complaint}")
             try:
                 if httpx.get(served.url + CARD_PATH, timeout=1.0).status_code == 200:
                     return served
@@ -303,13 +314,26 @@ class Served:
 
     def wait(self, timeout: float = STOP_TIMEOUT) -> tuple[int | None, str, str]:
         """Like :meth:`stop`, without sending anything."""
+        if self.ended is not None:
+            return self.ended
+        status: int | None
         try:
-            out, err = self.process.communicate(timeout=timeout)
+            status = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
-            out, err = self.process.communicate(timeout=STOP_TIMEOUT)
-            return None, out, err
-        return self.process.returncode, out, err
+            self.process.wait(timeout=STOP_TIMEOUT)
+            status = None
+        out, err = (self._read_and_close(output) for output in (self.out, self.err))
+        self.ended = (status, out, err)
+        return self.ended
+
+    @staticmethod
+    def _read_and_close(output: IO[str]) -> str:
+        output.seek(0)
+        try:
+            return output.read()
+        finally:
+            output.close()
 
 
 @pytest.fixture
@@ -320,6 +344,8 @@ def serving() -> Iterator[list[Served]]:
     for served in started:
         if served.process.poll() is None:
             served.stop()
+        else:
+            served.wait()
 
 
 def test_the_skeleton_served_from_a_config_answers_a_message(
@@ -630,6 +656,17 @@ def test_ctrl_c_stops_a_busy_server_with_exit_0(tmp_path: Path, serving: list[Se
             server.process.send_signal(signal.SIGINT)
         status, _, err = server.wait(timeout=4.0)
         assert status == 0, f"attempt {attempt}: exit status {status}\n{err[-3000:]}"
+
+
+def test_serve_logs_each_request_to_standard_output(tmp_path: Path, serving: list[Served]) -> None:
+    server = Served.start(tmp_path)
+    serving.append(server)
+    httpx.get(server.url + "/no/such/page?api_key=kept-out-of-the-log")
+    post_message(server.url, "leave a trace")
+    _, out, _ = server.stop(signal.SIGTERM)
+    assert re.search(r'"GET /no/such/page 1\.1" 404 ', out), out
+    assert re.search(r'"POST /jsonrpc 1\.1" 200 ', out), out
+    assert "kept-out-of-the-log" not in out
 
 
 def test_serve_shuts_down_gracefully_on_sigterm(tmp_path: Path, serving: list[Served]) -> None:
