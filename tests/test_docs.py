@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from a2a_trio.config import Settings, build_app
+
+from .servers import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -41,3 +46,36 @@ def test_toml_snippet_is_a_valid_configuration(
     settings.storage.path = str(tmp_path / "docs.db")
     app = build_app(settings)
     assert app.mounts
+
+
+def readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_agent_streams_to_the_cli(tmp_path: Path) -> None:
+    """The agent of "Writing an agent", served as the README says, answers send --stream."""
+    source = re.search(r"```python\n(.*?)```", readme_section("Writing an agent"), re.S)
+    assert source is not None
+    (tmp_path / "yourmodule.py").write_text(source.group(1))
+    server = ServerProcess.launch(
+        tmp_path / "server.log", app="yourmodule:app", env=dict(os.environ), cwd=tmp_path
+    )
+    try:
+        server.wait_until_ready()
+        sent = subprocess.run(
+            [sys.executable, "-m", "a2a_trio.cli", "send", server.url + "/echo", "hi", "--stream"],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.stop()
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.splitlines()[1:] == [
+        "status TASK_STATE_WORKING",
+        "artifact: HI",
+        "status TASK_STATE_COMPLETED",
+    ]
