@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 import nox
 
+# The standard library's venv: nothing to install beyond Python itself.
 nox.options.default_venv_backend = "venv"
+# nox looks for uv before every session, whatever the backend, and logs
+# "uv binary not found." when there is none; with venv that only misleads.
+logging.getLogger("nox").addFilter(lambda record: record.getMessage() != "uv binary not found.")
 nox.options.sessions = ["tests", "lint"]
 nox.options.reuse_existing_virtualenvs = True
 

@@ -1,9 +1,12 @@
-"""The snippets in README.md and docs/ run, so they never rot."""
+"""The snippets in README.md and docs/ run, so they never rot; the quick start's
+test command is what CI runs."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import runpy
 import subprocess
 import sys
 import tomllib
@@ -79,3 +82,23 @@ def test_the_readme_agent_streams_to_the_cli(tmp_path: Path) -> None:
         "artifact: HI",
         "status TASK_STATE_COMPLETED",
     ]
+
+
+def quick_start_command(comment: str) -> str:
+    """The command under ``# comment`` in the README's quick start."""
+    return readme_section("Quick start").split(f"# {comment}\n", 1)[1].splitlines()[0]
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    command = quick_start_command("run the test suite")
+    assert command in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_nox_does_not_say_that_uv_is_missing(caplog: pytest.LogCaptureFixture) -> None:
+    """nox probes for uv before every session; ours use venv, so its absence goes unsaid."""
+    import nox.virtualenv
+
+    runpy.run_path(str(ROOT / "noxfile.py"))
+    with caplog.at_level(logging.INFO, logger="nox"):
+        nox.virtualenv.uv_version("a2a-trio-test-no-such-uv")
+    assert "uv binary not found" not in caplog.text
