@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 import nox
 
+# The standard library's venv: nothing to install beyond Python itself.
 nox.options.default_venv_backend = "venv"
+# nox looks for uv before every session, whatever the backend, and logs
+# "uv binary not found." when there is none; with venv that only misleads.
+logging.getLogger("nox").addFilter(lambda record: record.getMessage() != "uv binary not found.")
 nox.options.sessions = ["tests", "lint"]
 nox.options.reuse_existing_virtualenvs = True
 
@@ -27,10 +33,22 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def serve(session: nox.Session) -> None:
-    """Serve ``a2a_trio:app`` (a2a.toml, or the echo agent) on http://127.0.0.1:8000."""
+    """Serve ``a2a_trio:app`` (a2a.toml, or the echo agent) on http://127.0.0.1:8000.
+
+    Each request is logged on standard output (hypercorn's access log).
+    """
     session.install("-e", ".")
     bind = session.posargs[0] if session.posargs else "127.0.0.1:8000"
-    session.run("hypercorn", "--worker-class", "trio", "--bind", bind, "a2a_trio:app")
+    session.run(
+        "hypercorn",
+        "--worker-class",
+        "trio",
+        "--access-logfile",
+        "-",
+        "--bind",
+        bind,
+        "a2a_trio:app",
+    )
 
 
 @nox.session

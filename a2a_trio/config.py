@@ -229,7 +229,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
     if not settings.agents:
         from .echo import EchoExecutor, echo_card
 
-        app.mount("", card=echo_card(), executor=EchoExecutor(), name="default")
+        app.mount("", card=echo_card(), executor=EchoExecutor(), name="echo")
         return app
     if settings.guard is not None and settings.guard not in settings.security_schemes:
         raise ConfigError(f"guard: {settings.guard!r} is not one of security_schemes")

@@ -18,6 +18,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -26,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -256,30 +257,40 @@ card = "a2a_agents.hello:card"
 
 @dataclass
 class Served:
-    """``a2a-trio serve`` running in a child process of its own session."""
+    """``a2a-trio serve`` running in a child process of its own session.
+
+    Its output goes to files, not pipes: the access log writes a line per
+    request, and a pipe nobody reads would fill up and stall the server.
+    """
 
     process: subprocess.Popen[str]
     url: str
+    out: IO[str]
+    err: IO[str]
+    ended: tuple[int | None, str, str] | None = None
 
     @classmethod
     def start(cls, cwd: Path, *args: str, command: list[str] = CLI) -> Served:
         port = free_port()
+        # wait() closes them, and every test gets there: by stop(), or the fixture.
+        out = tempfile.TemporaryFile("w+")  # noqa: SIM115
+        err = tempfile.TemporaryFile("w+")  # noqa: SIM115
         process = subprocess.Popen(
             [*command, "serve", "--bind", f"127.0.0.1:{port}", *args],
             cwd=cwd,
             env=clean_env(PYTHONUNBUFFERED="1"),  # what it printed survives a kill
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=out,
+            stderr=err,
             text=True,
             start_new_session=True,
         )
-        served = cls(process, f"http://127.0.0.1:{port}")
+        served = cls(process, f"http://127.0.0.1:{port}", out, err)
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while True:
             if process.poll() is not None:
-                out, err = process.communicate()
-                pytest.fail(f"serve exited with {process.returncode}:\n{out}{err}")
+                _, printed, complaint = served.wait()
+                pytest.fail(f"serve exited with {process.returncode}:\n{printed}{complaint}")
             try:
                 if httpx.get(served.url + CARD_PATH, timeout=1.0).status_code == 200:
                     return served
@@ -303,13 +314,26 @@ class Served:
 
     def wait(self, timeout: float = STOP_TIMEOUT) -> tuple[int | None, str, str]:
         """Like :meth:`stop`, without sending anything."""
+        if self.ended is not None:
+            return self.ended
+        status: int | None
         try:
-            out, err = self.process.communicate(timeout=timeout)
+            status = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
-            out, err = self.process.communicate(timeout=STOP_TIMEOUT)
-            return None, out, err
-        return self.process.returncode, out, err
+            self.process.wait(timeout=STOP_TIMEOUT)
+            status = None
+        out, err = (self._read_and_close(output) for output in (self.out, self.err))
+        self.ended = (status, out, err)
+        return self.ended
+
+    @staticmethod
+    def _read_and_close(output: IO[str]) -> str:
+        output.seek(0)
+        try:
+            return output.read()
+        finally:
+            output.close()
 
 
 @pytest.fixture
@@ -320,6 +344,8 @@ def serving() -> Iterator[list[Served]]:
     for served in started:
         if served.process.poll() is None:
             served.stop()
+        else:
+            served.wait()
 
 
 def test_the_skeleton_served_from_a_config_answers_a_message(
@@ -381,6 +407,14 @@ def test_card_prints_the_served_card_and_exits_0_when_valid(tmp_path: Path) -> N
         "http://127.0.0.1:8000/echo/rest",
     ]
     assert "the card of echo is valid" in result.err
+
+
+def test_card_without_a_config_shows_the_bundled_echo_agent(tmp_path: Path) -> None:
+    result = a2a("card", cwd=tmp_path)
+    assert result.status == 0, result.err
+    assert json.loads(result.out)["name"] == "Echo Agent"
+    assert result.err.strip() == "the card of echo is valid"
+    assert a2a("card", "echo", cwd=tmp_path).status == 0
 
 
 def test_card_base_url_sets_the_interface_addresses(tmp_path: Path) -> None:
@@ -585,7 +619,7 @@ def test_serve_answers_on_its_bind(tmp_path: Path, serving: list[Served]) -> Non
 
     assert rows(tmp_path / "a2a.db", "SELECT id FROM tasks") == [(task["id"],)]
     _, out, _ = server.stop()
-    assert out.startswith(f"serving default on {server.url}")
+    assert out.startswith(f"serving echo on {server.url}")
 
 
 @contextmanager
@@ -622,6 +656,17 @@ def test_ctrl_c_stops_a_busy_server_with_exit_0(tmp_path: Path, serving: list[Se
             server.process.send_signal(signal.SIGINT)
         status, _, err = server.wait(timeout=4.0)
         assert status == 0, f"attempt {attempt}: exit status {status}\n{err[-3000:]}"
+
+
+def test_serve_logs_each_request_to_standard_output(tmp_path: Path, serving: list[Served]) -> None:
+    server = Served.start(tmp_path)
+    serving.append(server)
+    httpx.get(server.url + "/no/such/page?api_key=kept-out-of-the-log")
+    post_message(server.url, "leave a trace")
+    _, out, _ = server.stop(signal.SIGTERM)
+    assert re.search(r'"GET /no/such/page 1\.1" 404 ', out), out
+    assert re.search(r'"POST /jsonrpc 1\.1" 200 ', out), out
+    assert "kept-out-of-the-log" not in out
 
 
 def test_serve_shuts_down_gracefully_on_sigterm(tmp_path: Path, serving: list[Served]) -> None:
@@ -682,6 +727,16 @@ def test_send_prints_the_answer(tmp_path: Path, agent: ServerProcess, binding: s
     assert len(result.lines) == 1
     line = task_line(result.lines[0])
     assert (line["state"], line["text"]) == ("TASK_STATE_COMPLETED", "hello there")
+
+
+def test_send_into_pipes_writes_the_answer_and_nothing_else(
+    tmp_path: Path, agent: ServerProcess
+) -> None:
+    # Standard error is a pipe here, as in a script or `2>log`: no progress line.
+    result = a2a("send", agent.url, "echo piped", cwd=tmp_path)
+    assert result.status == 0, result.err
+    assert result.err == ""
+    assert task_line(result.out.strip())["text"] == "piped"
 
 
 @binding_param
@@ -873,12 +928,8 @@ def test_subscribe_to_a_finished_task_exits_1(tmp_path: Path, agent: ServerProce
     sent = {"id": post_message(agent.url, "echo over")}
     result = a2a("subscribe", agent.url, sent["id"], cwd=tmp_path)
     assert result.status == 1
-    # Not a terminal: a plain progress line, then the error.
-    assert result.err.splitlines() == [
-        "waiting for the agent ...",
-        result.err.splitlines()[-1],
-    ]
-    assert result.err.splitlines()[-1].startswith("error -32004 UnsupportedOperationError: ")
+    assert result.err.startswith("error -32004 UnsupportedOperationError: ")
+    assert len(result.err.splitlines()) == 1
 
 
 def test_discover_prints_a_valid_card_and_exits_0(tmp_path: Path, agent: ServerProcess) -> None:

@@ -33,8 +33,8 @@ def test_without_a_file_the_echo_agent_is_served(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("A2A_TRIO_CONFIG", raising=False)
     app = build_app()
-    assert list(app.mounts) == ["default"]
-    assert app.mounts["default"].well_known
+    assert list(app.mounts) == ["echo"]
+    assert app.mounts["echo"].well_known
 
 
 def test_a2a_toml_in_the_working_directory_is_read(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 
 from a2a_trio import A2AApp
-from a2a_trio.cli.tck import ProfileRun, summarise
+from a2a_trio.cli.tck import ProfileRun, exit_status, keep_reports, report_stamps, summarise
 from a2a_trio.conformance import (
     ConformanceExecutor,
     conformance_card,
@@ -219,3 +221,64 @@ def test_tck_command_refuses_a_directory_that_is_not_the_kit(tmp_path: Path) -> 
     assert result.returncode == 2
     assert "does not look like an a2a-tck checkout" in result.stderr
     assert "run_tck.py" in result.stderr
+
+
+def test_a_profile_that_selects_no_test_fails_nothing(tmp_path: Path) -> None:
+    # --level should: the required-extension profile's one test is a MUST test,
+    # so pytest collects nothing and exits 5.
+    runs = [
+        ProfileRun(
+            "default", 0, tmp_path, {"CARD-CACHE-001": {"level": "SHOULD", "status": "PASS"}}
+        ),
+        ProfileRun("required-extension", 5, tmp_path),
+    ]
+    assert runs[1].selected_nothing
+    assert not runs[1].broken
+    assert exit_status(runs) == 0
+
+
+def test_a_failed_must_requirement_fails_the_command(tmp_path: Path) -> None:
+    runs = [
+        ProfileRun("default", 1, tmp_path, {"CORE-SEND-001": {"level": "MUST", "status": "FAIL"}})
+    ]
+    assert exit_status(runs) == 1
+
+
+@pytest.mark.parametrize("kit_status", [2, 3, 4], ids=["interrupted", "internal", "usage"])
+def test_a_kit_that_could_not_run_fails_the_command(tmp_path: Path, kit_status: int) -> None:
+    runs = [
+        ProfileRun("default", 0, tmp_path, {"CORE-SEND-001": {"level": "MUST", "status": "PASS"}}),
+        ProfileRun("no-streaming", kit_status, tmp_path),
+    ]
+    assert runs[1].broken
+    assert exit_status(runs) == 1
+
+
+def an_earlier_runs(report: Path, text: str) -> None:
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(text)
+    os.utime(report, (time.time() - 3600,) * 2)
+
+
+def test_reports_the_kit_did_not_write_in_this_run_are_not_kept(tmp_path: Path) -> None:
+    # The kit writes compatibility.json only when some test ran: a run that
+    # selected nothing leaves the previous profile's file in place.
+    source, kept = tmp_path / "kit" / "reports", tmp_path / "tck-reports" / "required-extension"
+    an_earlier_runs(source / "compatibility.json", '{"per_requirement": {}}')
+    an_earlier_runs(source / "junitreport.xml", "<testsuites>earlier</testsuites>")
+    an_earlier_runs(kept / "compatibility.json", "kept by an earlier a2a-trio tck")
+    before = report_stamps(source)
+
+    (source / "junitreport.xml").write_text("<testsuites>this run</testsuites>")
+    (source / "tck_report.html").write_text("<html>this run</html>")
+    keep_reports(source, before, kept)
+
+    assert sorted(path.name for path in kept.iterdir()) == ["junitreport.xml", "tck_report.html"]
+    assert (kept / "junitreport.xml").read_text() == "<testsuites>this run</testsuites>"
+
+
+def test_no_reports_directory_keeps_an_empty_one(tmp_path: Path) -> None:
+    kept = tmp_path / "tck-reports" / "default"
+    an_earlier_runs(kept / "compatibility.json", "kept by an earlier a2a-trio tck")
+    keep_reports(tmp_path / "kit" / "reports", {}, kept)
+    assert list(kept.iterdir()) == []

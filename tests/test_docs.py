@@ -1,14 +1,22 @@
-"""The snippets in README.md and docs/ run, so they never rot."""
+"""The snippets in README.md and docs/ run, so they never rot; the quick start's
+test command is what CI runs."""
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import runpy
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from a2a_trio.config import Settings, build_app
+
+from .servers import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -41,3 +49,56 @@ def test_toml_snippet_is_a_valid_configuration(
     settings.storage.path = str(tmp_path / "docs.db")
     app = build_app(settings)
     assert app.mounts
+
+
+def readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_agent_streams_to_the_cli(tmp_path: Path) -> None:
+    """The agent of "Writing an agent", served as the README says, answers send --stream."""
+    source = re.search(r"```python\n(.*?)```", readme_section("Writing an agent"), re.S)
+    assert source is not None
+    (tmp_path / "yourmodule.py").write_text(source.group(1))
+    server = ServerProcess.launch(
+        tmp_path / "server.log", app="yourmodule:app", env=dict(os.environ), cwd=tmp_path
+    )
+    try:
+        server.wait_until_ready()
+        sent = subprocess.run(
+            [sys.executable, "-m", "a2a_trio.cli", "send", server.url + "/echo", "hi", "--stream"],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.stop()
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.splitlines()[1:] == [
+        "status TASK_STATE_WORKING",
+        "artifact: HI",
+        "status TASK_STATE_COMPLETED",
+    ]
+
+
+def quick_start_command(comment: str) -> str:
+    """The command under ``# comment`` in the README's quick start."""
+    return readme_section("Quick start").split(f"# {comment}\n", 1)[1].splitlines()[0]
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    command = quick_start_command("run the test suite")
+    assert command in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_nox_does_not_say_that_uv_is_missing(caplog: pytest.LogCaptureFixture) -> None:
+    """nox probes for uv before every session; ours use venv, so its absence goes unsaid."""
+    import nox.virtualenv
+
+    runpy.run_path(str(ROOT / "noxfile.py"))
+    with caplog.at_level(logging.INFO, logger="nox"):
+        nox.virtualenv.uv_version("a2a-trio-test-no-such-uv")
+    assert "uv binary not found" not in caplog.text

@@ -98,7 +98,7 @@ REFUSED = [
     ("2001:2::1", "benchmarking"),
     ("2001:10::1", "ORCHID"),
     ("2001:20::1", "ORCHIDv2"),
-    ("2001:3::1", "not a globally routable"),
+    ("2001:3::1", "IETF protocol assignment"),  # whichever Python decides
     # outside 2000::/3
     ("100::1", "outside global unicast"),
     ("::7f00:1", "outside global unicast"),

@@ -16,7 +16,7 @@ import click
 from ..conformance import PROFILES
 from .commands import card, deliveries, make_executor, prune, serve
 from .remote import cancel, discover, get, list_tasks, send, subscribe
-from .tck import LEVELS, TRANSPORTS, KitError, run_kit, summarise
+from .tck import LEVELS, TRANSPORTS, KitError, exit_status, run_kit, summarise
 
 __all__ = ["main"]
 
@@ -79,7 +79,8 @@ def tck(
     Serves the conformance agent on a free loopback port for each card
     profile, runs the kit's run_tck.py from TCK_DIR (in TCK_DIR/.venv, created
     when missing), prints a summary per level and exits 1 if any MUST
-    requirement failed.
+    requirement failed or the kit could not run. A profile none of whose
+    tests is at the chosen level is reported as selecting nothing.
     """
     try:
         runs = run_kit(
@@ -107,10 +108,13 @@ def tck(
             if listed:
                 click.echo(f"        {status.lower()}: {', '.join(listed)}")
     for run in runs:
+        if run.selected_nothing:
+            click.echo(f"profile {run.profile}: no test of the kit matches; nothing ran")
+        elif run.broken:
+            click.echo(f"profile {run.profile}: the kit could not run (exit {run.exit_code})")
+    for run in runs:
         click.echo(f"reports ({run.profile}): {run.reports}")
-    must = counts.get("MUST")
-    if (must is not None and must["FAIL"]) or any(run.exit_code not in (0, 1) for run in runs):
-        raise SystemExit(1)
+    raise SystemExit(exit_status(runs))
 
 
 for _command in (

@@ -212,7 +212,10 @@ def prune(days: int, dry_run: bool, config_path: Path | None) -> None:
 @click.option("--bind", default="127.0.0.1:8000", show_default=True, help="host:port to listen on.")
 @config_option
 def serve(bind: str, config_path: Path | None) -> None:
-    """Serve the configured agents with hypercorn's trio worker (Ctrl+C stops)."""
+    """Serve the configured agents with hypercorn's trio worker (Ctrl+C stops).
+
+    Each request is logged on standard output (hypercorn's access log).
+    """
     import trio
     from hypercorn.config import Config
 
@@ -231,6 +234,7 @@ def serve(bind: str, config_path: Path | None) -> None:
         raise SystemExit(1) from None
     config = Config()
     config.bind = [bind]
+    config.accesslog = "-"  # standard output
 
     async def serve_until_signalled() -> None:
         # SIGINT and SIGTERM start a graceful shutdown instead of interrupting

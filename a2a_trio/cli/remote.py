@@ -108,11 +108,11 @@ SPINNER = "|/-\\"
 
 @asynccontextmanager
 async def _waiting(label: str) -> AsyncIterator[Callable[[], None]]:
-    """Progress while waiting for the agent: a spinner on a terminal, one plain
-    line otherwise. The block calls the yielded function when output begins."""
+    """A spinner on standard error while waiting for the agent, when that is a
+    terminal; nothing otherwise, so that pipes and log files hold only what the
+    command answers. The block calls the yielded function when output begins."""
     stream = sys.stderr
     if not stream.isatty():
-        click.echo(f"{label} ...", err=True)
         yield lambda: None
         return
 

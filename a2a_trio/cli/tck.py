@@ -26,13 +26,16 @@ from hypercorn.trio import serve
 
 from ..conformance import PROFILES, Profile, conformance_app
 
-__all__ = ["KitError", "ProfileRun", "run_kit", "summarise"]
+__all__ = ["KitError", "ProfileRun", "exit_status", "run_kit", "summarise"]
 
 LEVELS = ("must", "should", "may")
 TRANSPORTS = ("jsonrpc", "http_json")
+#: The kit passes pytest's exit status on; 5 is pytest's "no tests collected".
+NO_TESTS_SELECTED = 5
 #: A ``-k`` filter per profile. The required-extension card makes every
 #: message without the extension fail by design, so that profile runs only the
-#: test it exists for (CORE-CAP-004). Under no-streaming, the kit's
+#: test it exists for (CORE-CAP-004, a MUST test: at ``--level should`` or
+#: ``--level may`` the profile selects nothing). Under no-streaming, the kit's
 #: TestRestStreaming crashes reading the (correct) 400 answer of a streaming
 #: call (ResponseNotRead in the kit itself), so it is left out there; it runs,
 #: and passes, under the default profile. See docs/conformance.md.
@@ -55,6 +58,16 @@ class ProfileRun:
     exit_code: int
     reports: Path
     requirements: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def selected_nothing(self) -> bool:
+        """The level, transports and profile filters left no test of the kit to run."""
+        return self.exit_code == NO_TESTS_SELECTED
+
+    @property
+    def broken(self) -> bool:
+        """The kit could not run: interrupted, an internal error, arguments it refused."""
+        return self.exit_code not in (0, 1, NO_TESTS_SELECTED)
 
 
 def check_kit(tck_dir: Path) -> None:
@@ -85,6 +98,29 @@ def kit_python(tck_dir: Path, echo: Any = print) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", *requirements], check=True)
     return python
+
+
+def report_stamps(source: Path) -> dict[Path, int]:
+    """Each file under the kit's reports directory, with its modification time (ns)."""
+    if not source.is_dir():
+        return {}
+    return {path: path.stat().st_mtime_ns for path in source.rglob("*") if path.is_file()}
+
+
+def keep_reports(source: Path, before: dict[Path, int], kept: Path) -> None:
+    """Copy the reports of the run that began with ``before`` into ``kept``, emptied first.
+
+    Only files the run wrote are copied: the kit writes compatibility.json only
+    when some test ran, so a file it left as it was is an earlier run's.
+    """
+    if kept.exists():
+        shutil.rmtree(kept)
+    kept.mkdir(parents=True)
+    for path, stamp in report_stamps(source).items():
+        if before.get(path) != stamp:
+            target = kept / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
 
 
 async def _serve_and_run(
@@ -143,22 +179,31 @@ def run_kit(
             return args
 
         echo(f"== a2a-tck against the conformance agent, profile {profile} ==")
+        source = tck_dir / "reports"
+        before = report_stamps(source)
         with tempfile.TemporaryDirectory() as scratch:
             exit_code = trio.run(
                 _serve_and_run, profile, command, tck_dir, Path(scratch) / "tck.db"
             )
         kept = reports_dir / profile
-        if kept.exists():
-            shutil.rmtree(kept)
-        source = tck_dir / "reports"
-        if source.exists():
-            shutil.copytree(source, kept)
+        keep_reports(source, before, kept)
         requirements = {}
         report = kept / "compatibility.json"
         if report.exists():
             requirements = json.loads(report.read_text()).get("per_requirement", {})
         runs.append(ProfileRun(profile, exit_code, kept, requirements))
     return runs
+
+
+def exit_status(runs: list[ProfileRun]) -> int:
+    """1 when a MUST requirement failed or the kit could not run for some profile, else 0.
+
+    A profile that selected no test ran nothing and so failed nothing.
+    """
+    must = summarise(runs)[0].get("MUST")
+    if (must is not None and must["FAIL"]) or any(run.broken for run in runs):
+        return 1
+    return 0
 
 
 def summarise(runs: list[ProfileRun]) -> tuple[dict[str, Counter[str]], dict[str, list[str]]]:

@@ -90,7 +90,10 @@ _REFUSED_IPV4: list[tuple[ipaddress.IPv4Network, str]] = [
 ]
 
 # Ranges outside global unicast (2000::/3) with a reason of their own, and the
-# special-purpose blocks inside it. None of them overlap.
+# special-purpose blocks inside it. The first matching row names the reason, so
+# more specific rows come first. The rest of 2001::/23 is refused by a row of its
+# own: Python's ``is_global`` for it (the AMT block 2001:3::/32, say) changed
+# within 3.11, 3.12 and 3.13, and screening must not depend on the patch release.
 _REFUSED_IPV6: list[tuple[ipaddress.IPv6Network, str]] = [
     (_v6("::/128"), "the unspecified address"),
     (_v6("::1/128"), "the loopback address"),
@@ -103,6 +106,7 @@ _REFUSED_IPV6: list[tuple[ipaddress.IPv6Network, str]] = [
     (_v6("2001:2::/48"), "a benchmarking address"),
     (_v6("2001:10::/28"), "an ORCHID address"),
     (_v6("2001:20::/28"), "an ORCHIDv2 address"),
+    (_v6("2001::/23"), "an IETF protocol assignment address"),
 ]
 
 _GLOBAL_UNICAST = _v6("2000::/3")
