@@ -232,16 +232,23 @@ def _with_id(error: Exception, request_id: JsonRpcId) -> Exception:
 
 # Ids are opaque but never hold "/" or ":", which would make "/tasks/{id}:cancel" ambiguous.
 _SEGMENT = r"[^/:]+"
-_ROUTES: list[tuple[str, re.Pattern[str], Operation]] = []
+
+#: One route: (HTTP method, compiled path template, operation).
+Route = tuple[str, re.Pattern[str], Operation]
+_ROUTES: list[Route] = []
 #: The (method, path template) a client uses for each operation: the first route.
 _CLIENT_ROUTES: dict[Operation, tuple[str, str]] = {}
 
 
-def _route(methods: str, template: str, operation: Operation) -> None:
+def compile_routes(methods: str, template: str, operation: Operation) -> list[Route]:
+    """The routes serving ``operation`` at ``template`` for each of ``methods``."""
     pattern = re.sub(r"\{(\w+)\}", lambda m: f"(?P<{m.group(1)}>{_SEGMENT})", template)
     compiled = re.compile(rf"^{pattern}$")
-    for method in methods.split():
-        _ROUTES.append((method, compiled, operation))
+    return [(method, compiled, operation) for method in methods.split()]
+
+
+def _route(methods: str, template: str, operation: Operation) -> None:
+    _ROUTES.extend(compile_routes(methods, template, operation))
     _CLIENT_ROUTES.setdefault(operation, (methods.split()[0], template))
 
 
@@ -261,9 +268,14 @@ _route("GET", "/extendedAgentCard", Operation.GET_EXTENDED_CARD)
 
 def match_route(method: str, path: str) -> tuple[Operation, dict[str, str]]:
     """The operation served at ``method path`` and its path parameters."""
+    return find_route(_ROUTES, method, path)
+
+
+def find_route(routes: list[Route], method: str, path: str) -> tuple[Operation, dict[str, str]]:
+    """The operation ``routes`` serve at ``method path`` and its path parameters."""
     path = "/" + path.strip("/")
     allowed: set[str] = set()
-    for route_method, pattern, operation in _ROUTES:
+    for route_method, pattern, operation in routes:
         match = pattern.match(path)
         if match is None:
             continue
