@@ -9,7 +9,7 @@ app described by ``a2a.toml`` (or the bundled echo agent), built on first use.
 from __future__ import annotations
 
 from . import protocol
-from .client import A2AClient, answer_text, text_of
+from .client import A2AClient, answer_text, fetch_jwks, text_of
 from .protocol import (
     A2AError,
     AgentCapabilities,
@@ -26,6 +26,7 @@ from .protocol import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from .protocol.signing import CardKeys, CardSignatureError, CardSigner, verify_card
 from .runtime import (
     AgentExecutor,
     EventQueue,
@@ -66,6 +67,9 @@ __all__ = [
     "Authenticator",
     "BasicAuthenticator",
     "BearerAuthenticator",
+    "CardKeys",
+    "CardSignatureError",
+    "CardSigner",
     "EventQueue",
     "HostSettings",
     "JWTAuthenticator",
@@ -87,9 +91,11 @@ __all__ = [
     "TaskUpdater",
     "answer_text",
     "app",
+    "fetch_jwks",
     "new_agent_message",
     "protocol",
     "text_of",
+    "verify_card",
 ]
 
 

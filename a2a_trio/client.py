@@ -56,9 +56,10 @@ from .protocol import (
     error_from_code,
 )
 from .protocol.operations import rest_request
+from .protocol.signing import CardKeys, CardSignatureError, verify_card
 from .protocol.sse import SSEDecoder
 
-__all__ = ["A2AClient", "answer_text", "text_of"]
+__all__ = ["A2AClient", "answer_text", "fetch_jwks", "text_of"]
 
 WELL_KNOWN_PATH = "/.well-known/agent-card.json"
 BINDINGS = ("JSONRPC", "HTTP+JSON")
@@ -110,6 +111,13 @@ def _error_from_payload(document: Any, status: int | None = None) -> A2AError:
             rebuilt = error_from_code(-32001, rebuilt.message)
         return rebuilt
     return InternalError(f"the agent answered HTTP {status} without an A2A error")
+
+
+def card_url(agent_url: str) -> str:
+    """Where an agent's card is: ``agent_url`` itself when it names a .json file."""
+    if agent_url.endswith(".json"):
+        return agent_url
+    return agent_url.rstrip("/") + WELL_KNOWN_PATH
 
 
 class _Transport:
@@ -224,6 +232,38 @@ class _Rest(_Transport):
                 yield event_id, document
 
 
+async def fetch_jwks(url: str, http: httpx.AsyncClient) -> CardKeys:
+    """The card-signing keys of the JWKS at ``url`` (raises ValueError if it is none)."""
+    response = await http.get(url)
+    if response.status_code != 200:
+        raise ValueError(f"{url} answered HTTP {response.status_code}, not a JWKS")
+    try:
+        document = response.json()
+    except ValueError:
+        raise ValueError(f"{url} did not answer JSON, not a JWKS") from None
+    try:
+        return CardKeys.from_jwks(document)
+    except ValueError as error:
+        raise ValueError(f"{url}: {error}") from None
+
+
+def _verified(document: Any, keys: CardKeys | None, what: str) -> Any:
+    """``document`` itself, once one of its signatures verifies with ``keys`` (if any).
+
+    The received JSON is checked, not a model rebuilt from it: fields this
+    client does not know are covered by the signature too.
+    """
+    if keys is None:
+        return document
+    if not isinstance(document, dict):
+        raise InvalidAgentResponseError(f"{what} is not a JSON object")
+    try:
+        verify_card(document, keys)
+    except CardSignatureError as error:
+        raise CardSignatureError(f"{what}: {error}") from None
+    return document
+
+
 def _model(cls: type[M], document: Any) -> M:
     try:
         return cls.model_validate(document)
@@ -241,8 +281,10 @@ class A2AClient:
         *,
         prefer: Sequence[str] = BINDINGS,
         owns_http: bool = False,
+        card_keys: CardKeys | None = None,
     ) -> None:
         self.card = card
+        self.card_keys = card_keys
         self.http = http
         self._owns_http = owns_http
         interface = self._choose(card, prefer)
@@ -276,9 +318,13 @@ class A2AClient:
         headers: Mapping[str, str] | None = None,
         request_timeout: float = 30.0,
         http: httpx.AsyncClient | None = None,
+        card_keys: CardKeys | None = None,
     ) -> A2AClient:
         """Fetch the agent's card and connect over the preferred binding it offers.
 
+        With ``card_keys`` the card (and later the extended card) must carry
+        a signature that verifies with one of them, or
+        :class:`~a2a_trio.protocol.signing.CardSignatureError` says why not.
         ``headers`` (authentication, say) go on every request.
         ``request_timeout`` bounds connecting and sending; reads are not
         bounded, since streams wait as long as their task. Pass ``http`` to
@@ -290,21 +336,30 @@ class A2AClient:
         client = http or httpx.AsyncClient(timeout=httpx.Timeout(request_timeout, read=None))
         client.headers.update({"A2A-Version": PROTOCOL_VERSION, **(headers or {})})
         try:
-            card = await cls.fetch_card(agent_url, client)
-            return cls(card, client, prefer=prefer, owns_http=owns)
+            card = await cls.fetch_card(agent_url, client, card_keys=card_keys)
+            return cls(card, client, prefer=prefer, owns_http=owns, card_keys=card_keys)
         except BaseException:
             if owns:
                 await client.aclose()
             raise
 
     @staticmethod
-    async def fetch_card(agent_url: str, http: httpx.AsyncClient) -> AgentCard:
-        """The card at ``{agent_url}/.well-known/agent-card.json`` (or ``agent_url`` itself)."""
-        url = agent_url if agent_url.endswith(".json") else agent_url.rstrip("/") + WELL_KNOWN_PATH
+    async def fetch_card(
+        agent_url: str, http: httpx.AsyncClient, *, card_keys: CardKeys | None = None
+    ) -> AgentCard:
+        """The card at ``{agent_url}/.well-known/agent-card.json`` (or ``agent_url`` itself).
+
+        With ``card_keys``, one of its signatures must verify with them.
+        """
+        url = card_url(agent_url)
         response = await http.get(url)
         if response.status_code != 200:
             raise InvalidAgentResponseError(f"{url} answered HTTP {response.status_code}")
-        return _model(AgentCard, response.json())
+        try:
+            document = response.json()
+        except ValueError:
+            raise InvalidAgentResponseError(f"{url} did not answer JSON") from None
+        return _model(AgentCard, _verified(document, card_keys, f"the card at {url}"))
 
     async def aclose(self) -> None:
         if self._owns_http:
@@ -460,7 +515,8 @@ class A2AClient:
         await self._transport.call(Operation.DELETE_PUSH_CONFIG, request)
 
     async def get_extended_card(self) -> AgentCard:
+        """The extended card; with ``card_keys``, one of its signatures must verify."""
         document = await self._transport.call(
             Operation.GET_EXTENDED_CARD, GetExtendedAgentCardRequest()
         )
-        return _model(AgentCard, document)
+        return _model(AgentCard, _verified(document, self.card_keys, "the extended card"))

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .protocol.limits import DEPTH_CEILING, Limits
 from .protocol.operations import describe_validation_error
+from .protocol.signing import CardSigner, SigningAlgorithm
 from .push import PushSettings
 from .runtime import HostSettings
 from .server import (
@@ -89,6 +90,16 @@ class PushSection(_Section):
     concurrency: int = Field(default=16, ge=1)
 
 
+class SigningSection(_Section):
+    """The key every served card (and extended card) is signed with (spec 8.4)."""
+
+    algorithm: SigningAlgorithm
+    #: A PEM private key (unencrypted PKCS#8, or the traditional EC/RSA form).
+    key_file: str
+    kid: str = Field(min_length=1)
+    jku: str | None = None
+
+
 class SchemeSettings(_Section):
     """The authenticator behind one security scheme of the cards."""
 
@@ -132,6 +143,7 @@ class Settings(_Section):
     limits: LimitsSection = Field(default_factory=LimitsSection)
     server: ServerSection = Field(default_factory=ServerSection)
     push: PushSection = Field(default_factory=PushSection)
+    signing: SigningSection | None = None
     agents: list[AgentSettings] = Field(default_factory=list)
 
 
@@ -206,6 +218,19 @@ def _authenticator(name: str, scheme: SchemeSettings) -> Authenticator:
     raise AssertionError(scheme.type)  # pragma: no cover
 
 
+def _card_signer(signing: SigningSection | None) -> CardSigner | None:
+    if signing is None:
+        return None
+    try:
+        pem = Path(signing.key_file).read_bytes()
+    except OSError as error:
+        raise ConfigError(f"signing.key_file: cannot read {signing.key_file}: {error}") from None
+    try:
+        return CardSigner(pem, algorithm=signing.algorithm, kid=signing.kid, jku=signing.jku)
+    except ValueError as error:
+        raise ConfigError(f"signing.key_file: {signing.key_file}: {error}") from None
+
+
 def build_app(settings: Settings | None = None) -> A2AApp:
     """The app the settings describe; the echo agent when they name none."""
     settings = settings or load_settings()
@@ -225,6 +250,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
             **settings.runtime.model_dump(), limits=Limits(**settings.limits.model_dump())
         ),
         push_settings=PushSettings(**push),
+        card_signer=_card_signer(settings.signing),
     )
     if not settings.agents:
         from .echo import EchoExecutor, echo_card

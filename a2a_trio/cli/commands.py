@@ -17,6 +17,7 @@ from ..protocol import AgentCard, utcnow
 from ..server.app import normalise_prefix
 from ..server.cards import ServedCard, card_problems, resolve_card
 from ..store import DatabaseInUseError, TaskStore
+from .verify import verify_remote_card
 
 __all__ = ["card", "deliveries", "make_executor", "prune", "serve"]
 
@@ -137,12 +138,40 @@ def make_executor(name: str, directory: Path) -> None:
     default=None,
     help="The address the card is served at (default: server.public_url or http://127.0.0.1:8000).",
 )
-def card(agent: str | None, config_path: Path | None, base_url: str | None) -> None:
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="AGENT is the URL of any agent: fetch its card and verify its signatures.",
+)
+@click.option("--jwks", "jwks_url", help="With --verify: the key set (JWKS) URL to trust.")
+@click.option(
+    "--key",
+    "key_file",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="With --verify: a PEM public key to trust.",
+)
+def card(
+    agent: str | None,
+    config_path: Path | None,
+    base_url: str | None,
+    verify: bool,
+    jwks_url: str | None,
+    key_file: Path | None,
+) -> None:
     """Print an agent's card exactly as served, and validate it.
 
     AGENT is the agent's name (default: the agent owning the root card).
     Exits 1 and lists the problems when the card is invalid.
+
+    With --verify, AGENT is a URL: the card there is fetched and its
+    signatures are checked with --key, --jwks or (neither given) the jku the
+    signatures name; exits 1 and says why when none verifies.
     """
+    if verify or jwks_url or key_file:
+        _verify_option_checks(agent, verify, jwks_url, key_file)
+        assert agent is not None
+        verify_remote_card(agent, jwks_url, key_file)
+        return
     settings = _settings(config_path)
     base = base_url or settings.server.public_url or "http://127.0.0.1:8000"
     problems: list[str] = []
@@ -167,6 +196,17 @@ def card(agent: str | None, config_path: Path | None, base_url: str | None) -> N
             click.echo(f"  - {problem}", err=True)
         raise SystemExit(1)
     click.echo(f"\nthe card of {agent} is valid", err=True)
+
+
+def _verify_option_checks(
+    agent: str | None, verify: bool, jwks_url: str | None, key_file: Path | None
+) -> None:
+    if not verify:
+        raise click.UsageError("--jwks and --key go with --verify")
+    if jwks_url and key_file:
+        raise click.UsageError("--jwks and --key are alternatives: pass one")
+    if not agent or not agent.startswith(("http://", "https://")):
+        raise click.UsageError("with --verify, give the agent's URL (http:// or https://)")
 
 
 def _configured_card(settings: Settings, agent: str | None, base: str) -> tuple[str, AgentCard]:

@@ -15,6 +15,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from ..protocol import AgentCard
+from ..protocol.signing import CardSigner, signed_payload
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
 from ..store import TaskStore, checkpoint_periodically
@@ -58,11 +59,12 @@ class A2AApp(QuartTrio):
         app = A2AApp(database="agents.db")
         app.mount("/echo", card=my_card, executor=EchoExecutor(), name="echo")
 
-    Serve it with ``a2a-trio serve``, ``hypercorn --worker-class trio
-    module:app``, or inside a trio program with :func:`a2a_trio.server.serve`
-    (or ``hypercorn.trio.serve``). The hosts start with the app's lifespan and
-    shut down in order with it; docs/configuration.md says when their grace
-    begins under each.
+    With a ``card_signer`` every card and extended card is served signed
+    (spec 8.4). Serve it with ``a2a-trio serve``, ``hypercorn --worker-class
+    trio module:app``, or inside a trio program with
+    :func:`a2a_trio.server.serve` (or ``hypercorn.trio.serve``). The hosts
+    start with the app's lifespan and shut down in order with it;
+    docs/configuration.md says when their grace begins under each.
     """
 
     def __init__(
@@ -75,11 +77,14 @@ class A2AApp(QuartTrio):
         settings: ServerSettings | None = None,
         host_settings: HostSettings | None = None,
         push_settings: PushSettings | None = None,
+        card_signer: CardSigner | None = None,
     ) -> None:
         super().__init__(import_name)
         self.a2a_settings = settings or ServerSettings()
         self.host_settings = host_settings or HostSettings()
         self.push_settings = push_settings or PushSettings()
+        #: Signs every agent's card and extended card when they are served.
+        self.card_signer = card_signer
         self.config["RESPONSE_TIMEOUT"] = None  # streams live as long as their task
         self.config["MAX_CONTENT_LENGTH"] = self.a2a_settings.max_body_bytes
         self._database = database
@@ -173,6 +178,13 @@ class A2AApp(QuartTrio):
             capabilities = capabilities.model_copy(update={"push_notifications": False})
             public_card = public_card.model_copy(update={"capabilities": capabilities})
         card_guard = CardGuard(public_card, authenticators or {}, owner_scheme=guard)
+        resolved_extended = resolve_card(extended_card) if extended_card is not None else None
+        if self.card_signer is not None:
+            # A card that cannot be signed (an integer beyond 2**53 in its
+            # extension params, say) stops start-up, not its first GET.
+            for signed in (public_card, resolved_extended):
+                if signed is not None:
+                    signed_payload(signed.to_wire())
         host = AgentHost(
             name=name,
             executor=_resolve_executor(executor),
@@ -185,13 +197,19 @@ class A2AApp(QuartTrio):
         mount = AgentMount(
             name=name,
             prefix=prefix,
-            card=ServedCard(public_card, prefix, max_age=self.a2a_settings.card_max_age),
+            card=ServedCard(
+                public_card,
+                prefix,
+                max_age=self.a2a_settings.card_max_age,
+                signer=self.card_signer,
+            ),
             host=host,
             well_known=owns_root,
             authenticate=authenticate or card_guard,
-            extended_card=resolve_card(extended_card) if extended_card is not None else None,
+            extended_card=resolved_extended,
             secured=card_guard.declares_security,
             challenge=card_guard.challenge(),
+            signer=self.card_signer,
         )
         self.mounts[name] = mount
         if owns_root:
@@ -400,8 +418,8 @@ class A2AApp(QuartTrio):
         return Response(json.dumps(body), status=status, content_type=JSON_CONTENT_TYPE)
 
     def card_for(self, name: str, base: str) -> AgentCard:
-        """The card of agent ``name`` exactly as served at ``base``."""
-        return self.mounts[name].card.complete(base)
+        """The card of agent ``name`` exactly as served at ``base``, signatures included."""
+        return self.mounts[name].card.served(base)
 
 
 class LazyApp:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from email.utils import format_datetime
 from typing import Any
 
 from ..protocol import PROTOCOL_VERSION, AgentCard, AgentInterface
+from ..protocol.signing import CardSigner
 
 __all__ = [
     "CardSource",
@@ -20,6 +22,7 @@ __all__ = [
     "card_response",
     "import_object",
     "resolve_card",
+    "signed_card",
 ]
 
 #: A card, its JSON mapping, an import path ("pkg.mod:obj"), a callable that
@@ -79,22 +82,35 @@ def interfaces_for(base_url: str, prefix: str) -> list[AgentInterface]:
     ]
 
 
+def signed_card(card: AgentCard, signer: CardSigner) -> AgentCard:
+    """``card`` with ``signer``'s signature appended, as a model (the extended card's form).
+
+    Rendering the model gives the signed document up to the defaults that
+    the signed payload leaves out anyway, so the signature holds.
+    """
+    return AgentCard.model_validate(signer.sign(card.to_wire()))
+
+
 @dataclass
 class ServedCard:
     """One card as served from one mount, with its HTTP caching validators.
 
     ``supportedInterfaces`` is filled in from the mount when the card leaves it
     out. The rendered body (and so the ETag) depends on the address clients
-    use, so it is cached per base URL.
+    use, so it is cached per base URL. With a ``signer`` the body is the
+    signed card (see :meth:`CardSigner.sign`); it is signed once per base URL
+    and again only when ``card`` is replaced (replace it, do not mutate it).
     """
 
     card: AgentCard
     prefix: str
     max_age: int = 300
+    signer: CardSigner | None = None
     last_modified: datetime = field(
         default_factory=lambda: datetime.now(UTC).replace(microsecond=0)
     )
     _rendered: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    _rendered_card: AgentCard | None = None
 
     def complete(self, base_url: str) -> AgentCard:
         """The card with ``supportedInterfaces`` filled in for ``base_url``."""
@@ -104,11 +120,23 @@ class ServedCard:
             update={"supported_interfaces": interfaces_for(base_url, self.prefix)}
         )
 
+    def served(self, base_url: str) -> AgentCard:
+        """The card exactly as served at ``base_url``, signatures included."""
+        return AgentCard.model_validate_json(self.render(base_url)[0])
+
     def render(self, base_url: str) -> tuple[bytes, str]:
         """The JSON body and its strong ETag."""
+        if self._rendered_card is not self.card:
+            self._rendered.clear()
+            self._rendered_card = self.card
         cached = self._rendered.get(base_url)
         if cached is None:
-            body = self.complete(base_url).to_json().encode()
+            card = self.complete(base_url)
+            if self.signer is None:
+                body = card.to_json().encode()
+            else:
+                signed = self.signer.sign(card.to_wire())
+                body = json.dumps(signed, ensure_ascii=False, separators=(",", ":")).encode()
             etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
             if len(self._rendered) > 64:  # many Host headers: do not grow without bound
                 self._rendered.clear()

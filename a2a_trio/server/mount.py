@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..protocol import (
     AgentCard,
@@ -17,9 +17,10 @@ from ..protocol import (
     UnauthenticatedError,
     UnsupportedOperationError,
 )
+from ..protocol.signing import CardSigner
 from ..runtime import AgentHost, Principal, TaskEventStream
 from .auth import RequestCredentials
-from .cards import ServedCard
+from .cards import ServedCard, signed_card
 
 __all__ = ["AgentMount", "Authenticate", "Empty", "Outcome"]
 
@@ -52,6 +53,11 @@ class AgentMount:
     secured: bool = False
     #: The ``WWW-Authenticate`` challenge of the card's schemes.
     challenge: str = ""
+    #: Signs the extended card (the public card's signer is ``card.signer``).
+    signer: CardSigner | None = None
+    #: Signed extended cards by base URL, and the extended card they were made from.
+    _signed_extended: dict[str, AgentCard] = field(default_factory=dict)
+    _signed_from: AgentCard | None = None
 
     @property
     def public_card(self) -> AgentCard:
@@ -82,12 +88,24 @@ class AgentMount:
             raise ExtendedAgentCardNotConfiguredError(
                 "This agent declares an extended agent card but none is configured"
             )
-        card = self.extended_card
-        if not card.supported_interfaces:
-            card = card.model_copy(
-                update={"supported_interfaces": self.card.complete(base_url).supported_interfaces}
-            )
-        return card
+        if self.signer is None:
+            return self._complete_extended(self.extended_card, base_url)
+        if self._signed_from is not self.extended_card:
+            self._signed_extended.clear()
+            self._signed_from = self.extended_card
+        signed = self._signed_extended.get(base_url)
+        if signed is None:
+            if len(self._signed_extended) > 64:  # many Host headers: do not grow without bound
+                self._signed_extended.clear()
+            complete = self._complete_extended(self.extended_card, base_url)
+            signed = self._signed_extended[base_url] = signed_card(complete, self.signer)
+        return signed
+
+    def _complete_extended(self, card: AgentCard, base_url: str) -> AgentCard:
+        if card.supported_interfaces:
+            return card
+        interfaces = self.card.complete(base_url).supported_interfaces
+        return card.model_copy(update={"supported_interfaces": interfaces})
 
     async def dispatch(
         self,
