@@ -17,7 +17,6 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -62,10 +61,17 @@ from ..protocol import (
 from ..protocol.tasks import add_to_history, apply_artifact, apply_status, view_task
 from ..push import PushDispatcher, WebhookRefused
 from ..store import Receipt, StoredTask, TaskStore
+from .executions import (
+    Entry,
+    Execution,
+    ExecutionQueue,
+    LiveTask,
+    LiveTasks,
+    RetryKey,
+)
 from .executor import (
     AgentEvent,
     AgentExecutor,
-    EventQueue,
     Principal,
     RequestContext,
     new_agent_message,
@@ -79,91 +85,8 @@ __all__ = ["AgentHost", "HostSettings", "TaskEventStream"]
 log = logging.getLogger("a2a_trio.runtime")
 
 
-#: Who sent a message, its messageId and a digest of its content.
-RetryKey = tuple[str, str, str]
-
-
 class _EventRefused(Exception):
     """An executor event that cannot be recorded; logged and dropped."""
-
-
-@dataclass(eq=False)
-class _Execution:
-    """One run of ``execute`` (or ``cancel``) and what waiters need of it."""
-
-    context: RequestContext
-    purpose: Literal["execute", "cancel"] = "execute"
-    continuing: bool = False
-    cancel_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    first: trio.Event = field(default_factory=trio.Event)
-    done: trio.Event = field(default_factory=trio.Event)
-    #: The direct Message answer, or the error that ended the run before any task.
-    answer: Message | None = None
-    error: A2AError | None = None
-    #: Log position when this execution began, and the task as it was then
-    #: (a continuation's stream starts with that snapshot, then what follows).
-    start_seq: int = 0
-    start_snapshot: Task | None = None
-    #: True while this execution may move its task out of an interrupted state.
-    may_resume: bool = False
-    cancel_requested: bool = False
-    #: Set once the recorder has dealt with every event this execution enqueued.
-    recorded: trio.Event = field(default_factory=trio.Event)
-    #: Why the recorder could not store this execution's events (they are dropped).
-    recording_error: Exception | None = None
-    #: The message's retry key (owner, messageId, content digest), when retries
-    #: are recognised (see AgentHost._remember).
-    retry_key: RetryKey | None = None
-    #: What the message started, once known: the task (and the log position of
-    #: a continuation) or the direct answer; stored only if the client went
-    #: away without its answer (``unanswered``).
-    receipt: dict[str, Any] | None = None
-    unanswered: bool = False
-
-    def settle_first(self) -> None:
-        self.first.set()
-
-
-@dataclass(eq=False)
-class _LiveTask:
-    """A task with something attached: an execution, a waiter or a stream."""
-
-    task_id: str
-    feed: TaskFeed
-    lock: trio.Lock = field(default_factory=trio.Lock)
-    execution: _Execution | None = None
-    users: int = 0
-    #: Direct push mode: recorded events wait for their webhooks.
-    undelivered: bool = False
-    #: Direct push mode: a task is delivering the held events, then publishes them.
-    flushing: bool = False
-
-
-#: What the recorder reads: an execution's event, or None once the execution ended.
-_Entry = tuple[_LiveTask, _Execution, AgentEvent | None]
-
-
-class _ExecutionQueue(EventQueue):
-    """An execution's event queue: its events go to the host's recorder, tagged."""
-
-    def __init__(
-        self, inbox: trio.MemorySendChannel[_Entry], live: _LiveTask, execution: _Execution
-    ) -> None:
-        super().__init__(inbox)
-        self._live = live
-        self._execution = execution
-        self._ended = False
-
-    def _item(self, event: AgentEvent) -> _Entry:
-        if self._ended:
-            raise trio.ClosedResourceError("the execution this queue served has ended")
-        return self._live, self._execution, event
-
-    async def end(self) -> None:
-        """Close the queue; returns once the recorder has dealt with every event in it."""
-        self._ended = True
-        await self._send.send((self._live, self._execution, None))
-        await self._execution.recorded.wait()
 
 
 class AgentHost:
@@ -187,18 +110,18 @@ class AgentHost:
         self.push_notifications = push_notifications and push is not None
         self.push = push
         self.settings = settings or HostSettings()
-        self._live: dict[str, _LiveTask] = {}
-        self._executions: set[_Execution] = set()
+        self._live = LiveTasks(self.settings.feed_window)
+        self._executions: set[Execution] = set()
         #: Running executions by their message's retry key: a retry arriving
         #: meanwhile joins the original instead of starting the work again.
-        self._running_messages: dict[RetryKey, tuple[_LiveTask, _Execution]] = {}
+        self._running_messages: dict[RetryKey, tuple[LiveTask, Execution]] = {}
         self._nursery: trio.Nursery | None = None
         self._closing = False
         self._stop = trio.Event()
         self._finished = trio.Event()
         #: The shutdown grace; cancelled to end it early (begin_close(now=True)).
         self._grace = trio.CancelScope()
-        self._inbox_send, self._inbox = trio.open_memory_channel[_Entry](self.settings.queue_size)
+        self._inbox_send, self._inbox = trio.open_memory_channel[Entry](self.settings.queue_size)
 
     # --- lifetime -------------------------------------------------------------
 
@@ -240,7 +163,7 @@ class AgentHost:
                 self._finished.set()
                 # The streams still open (subscriptions to tasks that nothing
                 # runs, INPUT_REQUIRED say) end now: nothing more comes here.
-                for live in list(self._live.values()):
+                for live in list(self._live.tasks.values()):
                     live.feed.notify()
 
     def begin_close(self, *, now: bool = False) -> None:
@@ -267,7 +190,7 @@ class AgentHost:
 
     def _recover(self) -> None:
         for stored in self.store.unfinished_tasks(self.name):
-            live = _LiveTask(stored.task.id, TaskFeed(stored.task, stored.last_seq))
+            live = LiveTask(stored.task.id, TaskFeed(stored.task, stored.last_seq))
             try:
                 self._end(
                     live,
@@ -304,25 +227,6 @@ class AgentHost:
         assert self._nursery is not None
         self._nursery.start_soon(fn, *args)  # type: ignore[arg-type]
 
-    # --- live task registry ---------------------------------------------------
-
-    def _acquire(self, task_id: str, stored: StoredTask | None) -> _LiveTask:
-        live = self._live.get(task_id)
-        if live is None:
-            feed = TaskFeed(
-                stored.task if stored else None,
-                stored.last_seq if stored else 0,
-                window=self.settings.feed_window,
-            )
-            live = self._live[task_id] = _LiveTask(task_id, feed)
-        live.users += 1
-        return live
-
-    def _release(self, live: _LiveTask) -> None:
-        live.users -= 1
-        if live.users <= 0 and self._live.get(live.task_id) is live:
-            del self._live[live.task_id]
-
     def _owned(self, task_id: str, caller: Principal) -> StoredTask:
         stored = self.store.get_task(self.name, task_id, owner=caller.identifier)
         if stored is None:
@@ -337,7 +241,7 @@ class AgentHost:
         caller: Principal,
         extensions: frozenset[str],
         retry_key: RetryKey | None,
-    ) -> tuple[_LiveTask, _Execution]:
+    ) -> tuple[LiveTask, Execution]:
         message = request.message
         if retry_key is not None:
             joined = self._join_running(retry_key)
@@ -378,12 +282,12 @@ class AgentHost:
         )
         if request.configuration and request.configuration.task_push_notification_config:
             await self._screen_webhook(request.configuration.task_push_notification_config)
-        execution = _Execution(context, continuing=stored is not None, retry_key=retry_key)
-        live = self._acquire(task_id, stored)
+        execution = Execution(context, continuing=stored is not None, retry_key=retry_key)
+        live = self._live.acquire(task_id, stored)
         try:
             self._spawn(self._run, live, execution)
         except BaseException:
-            self._release(live)
+            self._live.release(live)
             raise
         live.users += 1  # held by the execution until it is done
         self._executions.add(execution)
@@ -404,7 +308,7 @@ class AgentHost:
             digest = await trio.to_thread.run_sync(_digest, message)
         return caller.identifier, message.message_id, digest
 
-    def _join_running(self, key: RetryKey) -> tuple[_LiveTask, _Execution] | None:
+    def _join_running(self, key: RetryKey) -> tuple[LiveTask, Execution] | None:
         """The execution a retry joins: its original's, while that still runs."""
         found = self._running_messages.get(key)
         if found is None:
@@ -428,7 +332,7 @@ class AgentHost:
     # client has had the answer, and its receipt is stored only once its
     # request went away without one.
 
-    def _remember(self, execution: _Execution, **receipt: Any) -> None:
+    def _remember(self, execution: Execution, **receipt: Any) -> None:
         """Note what the execution's message started (stored if it goes unanswered)."""
         if execution.retry_key is None:
             return
@@ -436,12 +340,12 @@ class AgentHost:
         if execution.unanswered:  # in the recorder's transaction
             self._store_receipt(execution)
 
-    def _store_receipt(self, execution: _Execution) -> None:
+    def _store_receipt(self, execution: Execution) -> None:
         assert execution.retry_key is not None and execution.receipt is not None
         owner, message_id, digest = execution.retry_key
         self.store.remember_message(self.name, owner, message_id, digest, **execution.receipt)
 
-    def _answered(self, execution: _Execution) -> None:
+    def _answered(self, execution: Execution) -> None:
         """A client has the answer: the same message again is new work from now on."""
         key = execution.retry_key
         if key is not None and self._running_messages.get(key, (None, None))[1] is execution:
@@ -454,7 +358,7 @@ class AgentHost:
         except Exception:  # the receipt stays: the next copy is taken for a retry too
             log.exception("agent %s: could not drop a message receipt", self.name)
 
-    def _unanswered(self, execution: _Execution) -> None:
+    def _unanswered(self, execution: Execution) -> None:
         """The request went away without its answer: a retry must find the original."""
         if execution.retry_key is None or execution.unanswered:
             return
@@ -493,14 +397,14 @@ class AgentHost:
             self._unanswered(execution)
             raise
         finally:
-            self._release(live)
+            self._live.release(live)
         self._answered(execution)
         return answer
 
     async def _await_answer(
         self,
-        live: _LiveTask,
-        execution: _Execution,
+        live: LiveTask,
+        execution: Execution,
         configuration: SendMessageConfiguration | None,
     ) -> Task | Message:
         await execution.first.wait()
@@ -552,7 +456,7 @@ class AgentHost:
             await execution.first.wait()
         except BaseException:
             self._unanswered(execution)
-            self._release(live)
+            self._live.release(live)
             raise
         try:
             if execution.error is not None:
@@ -579,7 +483,7 @@ class AgentHost:
             )
             return stream
         finally:
-            self._release(live)
+            self._live.release(live)
 
     def _answer_again(
         self, earlier: Receipt, request: SendMessageRequest, caller: Principal
@@ -589,7 +493,7 @@ class AgentHost:
             return Message.model_validate_json(earlier.answer)
         assert earlier.task_id is not None
         stored = self._owned(earlier.task_id, caller)
-        live = self._live.get(earlier.task_id)
+        live = self._live.tasks.get(earlier.task_id)
         task = live.feed.snapshot if live is not None and live.feed.snapshot else stored.task
         configuration = request.configuration
         return view_task(
@@ -606,7 +510,7 @@ class AgentHost:
         if earlier.seq == 0:  # a new task: its log from the first event
             return TaskEventStream(self, stored.task.id, 0, [])
         # A continuation: the task as it is now, then on to its next settled state.
-        live = self._live.get(stored.task.id)
+        live = self._live.tasks.get(stored.task.id)
         snapshot, cursor = stored.task, stored.last_seq
         if live is not None and live.feed.snapshot is not None:
             snapshot, cursor = live.feed.snapshot, live.feed.last_seq
@@ -616,7 +520,7 @@ class AgentHost:
 
     # --- execution ------------------------------------------------------------
 
-    async def _run(self, live: _LiveTask, execution: _Execution) -> None:
+    async def _run(self, live: LiveTask, execution: Execution) -> None:
         try:
             try:
                 live.lock.acquire_nowait()  # the usual case: no wait, no scheduling pass
@@ -652,9 +556,9 @@ class AgentHost:
             execution.done.set()
             self._executions.discard(execution)
             live.feed.notify()
-            self._release(live)
+            self._live.release(live)
 
-    def _resume(self, live: _LiveTask, execution: _Execution) -> bool:
+    def _resume(self, live: LiveTask, execution: Execution) -> bool:
         """Start a continuation: re-check the task and add the message to its history."""
         stored = self.store.get_task(self.name, live.task_id, owner=None)
         assert stored is not None
@@ -680,8 +584,8 @@ class AgentHost:
         execution.settle_first()
         return True
 
-    async def _execute(self, live: _LiveTask, execution: _Execution) -> None:
-        queue = _ExecutionQueue(self._inbox_send, live, execution)
+    async def _execute(self, live: LiveTask, execution: Execution) -> None:
+        queue = ExecutionQueue(self._inbox_send, live, execution)
         failure: BaseException | None = None
         with execution.cancel_scope:
             try:
@@ -741,15 +645,15 @@ class AgentHost:
                     break
             self._record_round(entries)
 
-    def _record_round(self, entries: list[_Entry]) -> None:
-        by_task: dict[_LiveTask, list[tuple[_Execution, AgentEvent]]] = {}
-        ended: list[_Execution] = []
+    def _record_round(self, entries: list[Entry]) -> None:
+        by_task: dict[LiveTask, list[tuple[Execution, AgentEvent]]] = {}
+        ended: list[Execution] = []
         for live, execution, event in entries:
             if event is None:
                 ended.append(execution)
             else:
                 by_task.setdefault(live, []).append((execution, event))
-        recorded: list[_LiveTask] = []
+        recorded: list[LiveTask] = []
         try:
             if by_task:  # a round of end markers only writes nothing
                 with self.store.batch():
@@ -769,7 +673,7 @@ class AgentHost:
         for execution in ended:
             execution.recorded.set()
 
-    def _record_share(self, live: _LiveTask, items: list[tuple[_Execution, AgentEvent]]) -> bool:
+    def _record_share(self, live: LiveTask, items: list[tuple[Execution, AgentEvent]]) -> bool:
         """Record one task's events of the round; False if they had to be rolled back."""
         live.feed.hold()
         try:
@@ -795,13 +699,13 @@ class AgentHost:
         return True
 
     @staticmethod
-    def _recording_failed(execution: _Execution, error: Exception) -> None:
+    def _recording_failed(execution: Execution, error: Exception) -> None:
         """The execution's events cannot be stored: stop it; its run reports the error."""
         if execution.recording_error is None:
             execution.recording_error = error
         execution.cancel_scope.cancel()
 
-    def _record(self, live: _LiveTask, execution: _Execution, event: AgentEvent) -> None:
+    def _record(self, live: LiveTask, execution: Execution, event: AgentEvent) -> None:
         """Check one executor event and write it; its round commits, then publishes it.
 
         An event that cannot be stored (a string that is not valid Unicode,
@@ -812,7 +716,7 @@ class AgentHost:
         except PydanticSerializationError as error:
             raise _EventRefused(f"the event cannot be stored: {error}") from None
 
-    def _record_checked(self, live: _LiveTask, execution: _Execution, event: AgentEvent) -> None:
+    def _record_checked(self, live: LiveTask, execution: Execution, event: AgentEvent) -> None:
         context = execution.context
         if execution.answer is not None:
             raise _EventRefused(
@@ -840,7 +744,7 @@ class AgentHost:
             self._ensure_created(live, execution)
             self._record_artifact(live, event)
 
-    def _record_message(self, live: _LiveTask, execution: _Execution, message: Message) -> None:
+    def _record_message(self, live: LiveTask, execution: Execution, message: Message) -> None:
         context = execution.context
         if message.role is not Role.AGENT:
             raise _EventRefused("an agent may only enqueue messages with role ROLE_AGENT")
@@ -864,7 +768,7 @@ class AgentHost:
         )
         self._append(live, add_to_history(snapshot, message), "message", message.to_json(), None)
 
-    def _record_task(self, live: _LiveTask, execution: _Execution, task: Task) -> None:
+    def _record_task(self, live: LiveTask, execution: Execution, task: Task) -> None:
         snapshot = live.feed.current
         if snapshot is None:
             check_executor_move(None, task.status.state, may_resume=False)
@@ -884,7 +788,7 @@ class AgentHost:
             ),
         )
 
-    def _ensure_created(self, live: _LiveTask, execution: _Execution) -> None:
+    def _ensure_created(self, live: LiveTask, execution: Execution) -> None:
         if live.feed.current is None:
             context = execution.context
             self._create(
@@ -897,7 +801,7 @@ class AgentHost:
                 ),
             )
 
-    def _create(self, live: _LiveTask, execution: _Execution, task: Task) -> None:
+    def _create(self, live: LiveTask, execution: Execution, task: Task) -> None:
         context = execution.context
         status = task.status
         if status.timestamp is None:
@@ -928,7 +832,7 @@ class AgentHost:
         execution.settle_first()
 
     def _record_status(
-        self, live: _LiveTask, execution: _Execution, event: TaskStatusUpdateEvent
+        self, live: LiveTask, execution: Execution, event: TaskStatusUpdateEvent
     ) -> None:
         snapshot = live.feed.current
         assert snapshot is not None
@@ -949,7 +853,7 @@ class AgentHost:
         if requested.is_interrupted:
             execution.may_resume = False
 
-    def _record_artifact(self, live: _LiveTask, event: TaskArtifactUpdateEvent) -> None:
+    def _record_artifact(self, live: LiveTask, event: TaskArtifactUpdateEvent) -> None:
         snapshot = live.feed.current
         assert snapshot is not None
         if snapshot.status.state.is_final:
@@ -981,7 +885,7 @@ class AgentHost:
 
     def _append(
         self,
-        live: _LiveTask,
+        live: LiveTask,
         snapshot: Task,
         kind: Literal["status", "artifact", "message"],
         payload: str,
@@ -998,7 +902,7 @@ class AgentHost:
         # the webhooks had it (see _publish).
         return bool(notifications) and self.push is not None and not self.push.settings.queue
 
-    def _queued(self, live: _LiveTask, notifications: int) -> None:
+    def _queued(self, live: LiveTask, notifications: int) -> None:
         if not notifications or self.push is None:
             return
         if self.push.settings.queue:
@@ -1006,7 +910,7 @@ class AgentHost:
         else:
             live.undelivered = True
 
-    def _committed(self, live: _LiveTask) -> None:
+    def _committed(self, live: LiveTask) -> None:
         """Publish the held (committed) events; in direct push mode, after their webhooks."""
         if live.flushing:
             return  # the running delivery publishes these too
@@ -1017,7 +921,7 @@ class AgentHost:
         else:
             live.feed.release()
 
-    async def _deliver_then_publish(self, live: _LiveTask) -> None:
+    async def _deliver_then_publish(self, live: LiveTask) -> None:
         assert self.push is not None
         try:
             while live.undelivered:
@@ -1031,15 +935,15 @@ class AgentHost:
             live.flushing = False
             live.feed.release()
             live.feed.notify()
-            self._release(live)
+            self._live.release(live)
 
-    async def _publish(self, live: _LiveTask) -> None:
+    async def _publish(self, live: LiveTask) -> None:
         """Publish what is held; returns once it is (direct mode: once delivered)."""
         self._committed(live)
         while live.flushing:
             await live.feed.wakeup.wait()
 
-    def _end(self, live: _LiveTask, state: TaskState, reason: str) -> None:
+    def _end(self, live: LiveTask, state: TaskState, reason: str) -> None:
         """Host-imposed ending (CANCELED or FAILED) with the reason as status message."""
         snapshot = live.feed.current
         assert snapshot is not None
@@ -1058,7 +962,7 @@ class AgentHost:
         response = StreamResponse(status_update=event)
         self._append(live, apply_status(snapshot, event), "status", response.to_json(), response)
 
-    def _end_if_open(self, live: _LiveTask, state: TaskState, reason: str) -> None:
+    def _end_if_open(self, live: LiveTask, state: TaskState, reason: str) -> None:
         snapshot = live.feed.current
         if snapshot is None:
             execution = live.execution
@@ -1080,10 +984,10 @@ class AgentHost:
                 f"Task {request.id} is {stored.state.value} and cannot be canceled",
                 metadata={"taskId": request.id, "state": stored.state.value},
             )
-        live = self._acquire(request.id, stored)
+        live = self._live.acquire(request.id, stored)
         try:
             snapshot = live.feed.current or stored.task
-            canceller = _Execution(
+            canceller = Execution(
                 RequestContext(
                     task_id=snapshot.id,
                     context_id=snapshot.context_id or "",
@@ -1101,9 +1005,9 @@ class AgentHost:
             assert published is not None
             return published
         finally:
-            self._release(live)
+            self._live.release(live)
 
-    async def _cancel(self, live: _LiveTask, canceller: _Execution) -> None:
+    async def _cancel(self, live: LiveTask, canceller: Execution) -> None:
         """Run the executor's ``cancel``, end the task CANCELED, then stop its execution.
 
         The executor's ``cancel`` gets ``cancel_grace`` to do its own clean-up.
@@ -1116,7 +1020,7 @@ class AgentHost:
         try:
             if running is not None:
                 running.cancel_requested = True
-            queue = _ExecutionQueue(self._inbox_send, live, canceller)
+            queue = ExecutionQueue(self._inbox_send, live, canceller)
             with trio.move_on_after(self.settings.cancel_grace):
                 try:
                     await self.executor.cancel(canceller.context, queue)
@@ -1147,7 +1051,7 @@ class AgentHost:
                 canceller.error = InternalError()
         finally:
             canceller.settle_first()
-            self._release(live)
+            self._live.release(live)
 
     # --- GetTask, ListTasks -----------------------------------------------------
 
@@ -1213,7 +1117,7 @@ class AgentHost:
             return TaskEventStream(
                 self, request.id, max(0, last_event_id), [], stop_on_interrupt=False
             )
-        live = self._live.get(request.id)
+        live = self._live.tasks.get(request.id)
         snapshot, cursor = stored.task, stored.last_seq
         if live is not None and live.feed.snapshot is not None:
             snapshot, cursor = live.feed.snapshot, live.feed.last_seq

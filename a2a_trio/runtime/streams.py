@@ -11,7 +11,8 @@ from ..protocol import StreamResponse, TaskState
 from .feed import FeedItem
 
 if TYPE_CHECKING:
-    from .host import AgentHost, _Execution, _LiveTask
+    from .executions import Execution, LiveTask
+    from .host import AgentHost
 
 __all__ = ["TaskEventStream"]
 
@@ -39,9 +40,9 @@ class TaskEventStream:
         cursor: int,
         initial: list[FeedItem],
         *,
-        execution: _Execution | None = None,
+        execution: Execution | None = None,
         stop_on_interrupt: bool = True,
-        live: _LiveTask | None = None,
+        live: LiveTask | None = None,
     ) -> None:
         self._host = host
         #: Told, once, whether the stream had reached its end when it closed.
@@ -147,14 +148,14 @@ class TaskEventStream:
             self._finished = True
             self._pending.clear()
 
-    def _hold(self, host: AgentHost) -> _LiveTask | None:
+    def _hold(self, host: AgentHost) -> LiveTask | None:
         if self._live is None:
             stored = None
-            if self._task_id not in host._live:
+            if self._task_id not in host._live.tasks:
                 stored = host.store.get_task(host.name, self._task_id, owner=None)
                 if stored is None:
                     return None
-            self._live = host._acquire(self._task_id, stored)
+            self._live = host._live.acquire(self._task_id, stored)
         return self._live
 
     def close(self) -> None:
@@ -164,7 +165,7 @@ class TaskEventStream:
             if self._on_close is not None:
                 self._on_close(self._finished)
             if self._host is not None and self._live is not None:
-                self._host._release(self._live)
+                self._host._live.release(self._live)
                 self._live = None
 
     def __aiter__(self) -> AsyncIterator[tuple[int | None, StreamResponse]]:
