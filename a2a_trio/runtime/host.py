@@ -11,14 +11,12 @@ streams and subscribers.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 import trio
 from pydantic_core import PydanticSerializationError
@@ -77,6 +75,7 @@ from .executor import (
     new_agent_message,
 )
 from .feed import FeedItem, TaskFeed
+from .retries import Retries
 from .settings import HostSettings
 from .streams import TaskEventStream
 
@@ -112,9 +111,7 @@ class AgentHost:
         self.settings = settings or HostSettings()
         self._live = LiveTasks(self.settings.feed_window)
         self._executions: set[Execution] = set()
-        #: Running executions by their message's retry key: a retry arriving
-        #: meanwhile joins the original instead of starting the work again.
-        self._running_messages: dict[RetryKey, tuple[LiveTask, Execution]] = {}
+        self._retries = Retries(name=name, store=store, settings=self.settings)
         self._nursery: trio.Nursery | None = None
         self._closing = False
         self._stop = trio.Event()
@@ -244,7 +241,7 @@ class AgentHost:
     ) -> tuple[LiveTask, Execution]:
         message = request.message
         if retry_key is not None:
-            joined = self._join_running(retry_key)
+            joined = self._retries.join(retry_key)
             if joined is not None:
                 return joined
         stored: StoredTask | None = None
@@ -291,83 +288,8 @@ class AgentHost:
             raise
         live.users += 1  # held by the execution until it is done
         self._executions.add(execution)
-        if retry_key is not None:
-            self._running_messages[retry_key] = (live, execution)
+        self._retries.started(live, execution)
         return live, execution
-
-    async def _retry_key(self, request: SendMessageRequest, caller: Principal) -> RetryKey | None:
-        """The key a retry of this message would share with it (None: retries not recognised)."""
-        message = request.message
-        if message.role is not Role.USER:
-            raise InvalidParamsError("message.role: a client message must have role ROLE_USER")
-        if self.settings.retry_window <= 0:
-            return None
-        if _content_size(message) < _LARGE_CONTENT:
-            digest = _digest(message)
-        else:  # ~30 ms for 10 MiB: the event loop goes on meanwhile
-            digest = await trio.to_thread.run_sync(_digest, message)
-        return caller.identifier, message.message_id, digest
-
-    def _join_running(self, key: RetryKey) -> tuple[LiveTask, Execution] | None:
-        """The execution a retry joins: its original's, while that still runs."""
-        found = self._running_messages.get(key)
-        if found is None:
-            return None
-        live, execution = found
-        live.users += 1  # held by this request, like the original's
-        return live, execution
-
-    def _earlier(self, key: RetryKey | None) -> Receipt | None:
-        """What an earlier SendMessage with this key started and no longer runs, if anything."""
-        if key is None or key in self._running_messages:
-            return None  # a running original is joined in _begin instead
-        since = utcnow() - timedelta(seconds=self.settings.retry_window)
-        return self.store.find_message(self.name, *key, since)
-
-    # A retry is a message whose sender cannot know what became of the first
-    # one: its request went away (a timeout, a dropped connection) before the
-    # answer reached it. A client that got its answer and sends the same
-    # message again asks again, and gets new work (the conformance kit does
-    # just that). So a message is joined while its execution runs and no
-    # client has had the answer, and its receipt is stored only once its
-    # request went away without one.
-
-    def _remember(self, execution: Execution, **receipt: Any) -> None:
-        """Note what the execution's message started (stored if it goes unanswered)."""
-        if execution.retry_key is None:
-            return
-        execution.receipt = receipt
-        if execution.unanswered:  # in the recorder's transaction
-            self._store_receipt(execution)
-
-    def _store_receipt(self, execution: Execution) -> None:
-        assert execution.retry_key is not None and execution.receipt is not None
-        owner, message_id, digest = execution.retry_key
-        self.store.remember_message(self.name, owner, message_id, digest, **execution.receipt)
-
-    def _answered(self, execution: Execution) -> None:
-        """A client has the answer: the same message again is new work from now on."""
-        key = execution.retry_key
-        if key is not None and self._running_messages.get(key, (None, None))[1] is execution:
-            del self._running_messages[key]
-
-    def _retry_answered(self, key: RetryKey) -> None:
-        """A retry got the answer its original missed: the next such message is new work."""
-        try:
-            self.store.forget_message(self.name, *key)
-        except Exception:  # the receipt stays: the next copy is taken for a retry too
-            log.exception("agent %s: could not drop a message receipt", self.name)
-
-    def _unanswered(self, execution: Execution) -> None:
-        """The request went away without its answer: a retry must find the original."""
-        if execution.retry_key is None or execution.unanswered:
-            return
-        execution.unanswered = True
-        if execution.receipt is not None:
-            try:
-                self._store_receipt(execution)
-            except Exception:  # a failing store costs a retry its answer, nothing more
-                log.exception("agent %s: could not store a message receipt", self.name)
 
     async def send_message(
         self,
@@ -380,25 +302,25 @@ class AgentHost:
         Blocking (the default) waits for a final or interrupted state, or for
         the execution to end; ``returnImmediately`` answers once the task exists.
         """
-        retry_key = await self._retry_key(request, caller)
-        earlier = self._earlier(retry_key)
+        retry_key = await self._retries.key(request, caller)
+        earlier = self._retries.earlier(retry_key)
         if earlier is not None:
             assert retry_key is not None
             answer = self._answer_again(earlier, request, caller)
-            self._retry_answered(retry_key)
+            self._retries.answered_again(retry_key)
             return answer
         live, execution = await self._begin(request, caller, extensions, retry_key)
         try:
             answer = await self._await_answer(live, execution, request.configuration)
         except A2AError:
-            self._answered(execution)  # the client gets this error as its answer
+            self._retries.answered(execution)  # the client gets this error as its answer
             raise
         except BaseException:
-            self._unanswered(execution)
+            self._retries.unanswered(execution)
             raise
         finally:
             self._live.release(live)
-        self._answered(execution)
+        self._retries.answered(execution)
         return answer
 
     async def _await_answer(
@@ -439,15 +361,15 @@ class AgentHost:
         any event, so bindings can answer them as plain errors.
         """
         self._require_streaming()
-        retry_key = await self._retry_key(request, caller)
-        earlier = self._earlier(retry_key)
+        retry_key = await self._retries.key(request, caller)
+        earlier = self._retries.earlier(retry_key)
         if earlier is not None:
             assert retry_key is not None
             stream = self._stream_again(earlier, caller)
 
             def closed(finished: bool) -> None:
                 if finished:
-                    self._retry_answered(retry_key)
+                    self._retries.answered_again(retry_key)
 
             stream.on_close(closed)
             return stream
@@ -455,15 +377,15 @@ class AgentHost:
         try:
             await execution.first.wait()
         except BaseException:
-            self._unanswered(execution)
+            self._retries.unanswered(execution)
             self._live.release(live)
             raise
         try:
             if execution.error is not None:
-                self._answered(execution)
+                self._retries.answered(execution)
                 raise execution.error
             if execution.answer is not None:
-                self._answered(execution)
+                self._retries.answered(execution)
                 return TaskEventStream.single(StreamResponse(message=execution.answer))
             initial: list[FeedItem] = []
             if execution.continuing:
@@ -478,7 +400,9 @@ class AgentHost:
             )
             stream.on_close(
                 lambda finished: (
-                    self._answered(execution) if finished else self._unanswered(execution)
+                    self._retries.answered(execution)
+                    if finished
+                    else self._retries.unanswered(execution)
                 )
             )
             return stream
@@ -544,8 +468,7 @@ class AgentHost:
             except Exception:  # the store itself is failing: the next start ends the task
                 log.exception("could not record the failure of task %s", live.task_id)
         finally:
-            if execution.retry_key is not None:
-                self._running_messages.pop(execution.retry_key, None)
+            self._retries.finished(execution)
             if live.execution is execution:
                 live.execution = None
             if not execution.first.is_set():
@@ -576,7 +499,7 @@ class AgentHost:
             self._append(
                 live, add_to_history(stored.task, message), "message", message.to_json(), None
             )
-            self._remember(execution, task_id=live.task_id, seq=live.feed.last_seq)
+            self._retries.remember(execution, task_id=live.task_id, seq=live.feed.last_seq)
         execution.start_seq = live.feed.last_seq
         execution.start_snapshot = live.feed.current
         execution.may_resume = stored.state.is_interrupted
@@ -756,7 +679,7 @@ class AgentHost:
                 update={"context_id": message.context_id or context.context_id}
             )
             rendered = answer.to_json()
-            self._remember(execution, answer=rendered)
+            self._retries.remember(execution, answer=rendered)
             execution.answer = answer
             execution.settle_first()
             return
@@ -826,7 +749,7 @@ class AgentHost:
             push_config=config,
             push=self.push_notifications,
         )
-        self._remember(execution, task_id=task.id)
+        self._retries.remember(execution, task_id=task.id)
         live.feed.record(written.seq, task, response, payload, hold=self._holds(written.queued))
         self._queued(live, written.queued)
         execution.settle_first()
@@ -1230,20 +1153,6 @@ def new_id() -> str:
     value = value & ~(0x3 << 62) | 0x2 << 62  # RFC 9562 variant
     text = f"{value:032x}"  # uuid.UUID's own str(), without building the object
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
-
-
-#: Messages whose parts carry this many bytes or more are digested on a thread.
-_LARGE_CONTENT = 256 * 1024
-
-
-def _content_size(message: Message) -> int:
-    """Roughly how large the message's parts are (text, raw bytes and URLs)."""
-    return sum(len(p.text or "") + len(p.raw or b"") + len(p.url or "") for p in message.parts)
-
-
-def _digest(message: Message) -> str:
-    """What "the same content" means for a retried message: its JSON, hashed."""
-    return hashlib.sha256(message.to_json().encode()).hexdigest()
 
 
 def _context_update(context_id: str, snapshot: Task) -> dict[str, object]:
