@@ -10,7 +10,6 @@ streams and subscribers.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import time
@@ -25,7 +24,6 @@ from ..protocol import (
     GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
     InternalError,
-    InvalidAgentResponseError,
     InvalidParamsError,
     ListTaskPushNotificationConfigsRequest,
     ListTaskPushNotificationConfigsResponse,
@@ -44,13 +42,13 @@ from ..protocol import (
     TaskState,
     UnsupportedOperationError,
 )
-from ..protocol.tasks import add_to_history, view_task
+from ..protocol.tasks import view_task
 from ..push import PushDispatcher, WebhookRefused
 from ..store import Receipt, StoredTask, TaskStore
 from .executions import (
     Entry,
     Execution,
-    ExecutionQueue,
+    Executions,
     LiveTask,
     LiveTasks,
     RetryKey,
@@ -94,7 +92,6 @@ class AgentHost:
         self.push = push
         self.settings = settings or HostSettings()
         self._live = LiveTasks(self.settings.feed_window)
-        self._executions: set[Execution] = set()
         self._retries = Retries(name=name, store=store, settings=self.settings)
         self._nursery: trio.Nursery | None = None
         self._closing = False
@@ -102,7 +99,7 @@ class AgentHost:
         self._finished = trio.Event()
         #: The shutdown grace; cancelled to end it early (begin_close(now=True)).
         self._grace = trio.CancelScope()
-        self._inbox_send, inbox = trio.open_memory_channel[Entry](self.settings.queue_size)
+        inbox_send, inbox = trio.open_memory_channel[Entry](self.settings.queue_size)
         self._recorder = Recorder(
             name=name,
             store=store,
@@ -113,6 +110,17 @@ class AgentHost:
             retries=self._retries,
             inbox=inbox,
             spawn=self._spawn_anyway,
+        )
+        self._executions = Executions(
+            name=name,
+            executor=executor,
+            store=store,
+            settings=self.settings,
+            live=self._live,
+            recorder=self._recorder,
+            retries=self._retries,
+            inbox=inbox_send,
+            spawn=self._spawn,
         )
 
     # --- lifetime -------------------------------------------------------------
@@ -201,12 +209,12 @@ class AgentHost:
     async def _shutdown(self) -> None:
         self._grace.deadline = trio.current_time() + self.settings.shutdown_grace
         with self._grace:
-            for execution in list(self._executions):
+            for execution in list(self._executions.running):
                 await execution.done.wait()
-        for execution in list(self._executions):
+        for execution in list(self._executions.running):
             execution.cancel_scope.cancel()
-        # Cancelled executions record their ending in _run, then finish.
-        for execution in list(self._executions):
+        # Cancelled executions record their ending (Executions._run), then finish.
+        for execution in list(self._executions.running):
             await execution.done.wait()
 
     def _spawn(self, fn: Callable[..., object], *args: object) -> None:
@@ -277,13 +285,10 @@ class AgentHost:
         execution = Execution(context, continuing=stored is not None, retry_key=retry_key)
         live = self._live.acquire(task_id, stored)
         try:
-            self._spawn(self._run, live, execution)
+            self._executions.start(live, execution)
         except BaseException:
             self._live.release(live)
             raise
-        live.users += 1  # held by the execution until it is done
-        self._executions.add(execution)
-        self._retries.started(live, execution)
         return live, execution
 
     async def send_message(
@@ -437,111 +442,6 @@ class AgentHost:
             self, stored.task.id, cursor, [(cursor, StreamResponse(task=snapshot), None)]
         )
 
-    # --- execution ------------------------------------------------------------
-
-    async def _run(self, live: LiveTask, execution: Execution) -> None:
-        try:
-            try:
-                live.lock.acquire_nowait()  # the usual case: no wait, no scheduling pass
-            except trio.WouldBlock:
-                await live.lock.acquire()  # an earlier message to this task still runs
-            try:
-                if execution.continuing and not self._resume(live, execution):
-                    return
-                live.execution = execution
-                await self._execute(live, execution)
-            finally:
-                live.lock.release()
-        except Exception:
-            log.exception("host failure while running task %s", live.task_id)
-            if not execution.first.is_set():
-                execution.error = InternalError()
-            try:
-                self._recorder.end_if_open(
-                    live, TaskState.FAILED, "The server failed while running this task."
-                )
-            except Exception:  # the store itself is failing: the next start ends the task
-                log.exception("could not record the failure of task %s", live.task_id)
-        finally:
-            self._retries.finished(execution)
-            if live.execution is execution:
-                live.execution = None
-            if not execution.first.is_set():
-                execution.error = execution.error or InvalidAgentResponseError(
-                    "The agent finished without answering"
-                )
-                execution.settle_first()
-            execution.done.set()
-            self._executions.discard(execution)
-            live.feed.notify()
-            self._live.release(live)
-
-    def _resume(self, live: LiveTask, execution: Execution) -> bool:
-        """Start a continuation: re-check the task and add the message to its history."""
-        stored = self.store.get_task(self.name, live.task_id, owner=None)
-        assert stored is not None
-        if stored.state.is_final:
-            execution.error = UnsupportedOperationError(
-                f"Task {live.task_id} is {stored.state.value} and accepts no more messages",
-                metadata={"taskId": live.task_id, "state": stored.state.value},
-            )
-            execution.settle_first()
-            return False
-        live.feed.reset(stored.task)
-        message = execution.context.message
-        assert message is not None
-        with self.store.batch():
-            self._recorder.append(
-                live, add_to_history(stored.task, message), "message", message.to_json(), None
-            )
-            self._retries.remember(execution, task_id=live.task_id, seq=live.feed.last_seq)
-        execution.start_seq = live.feed.last_seq
-        execution.start_snapshot = live.feed.current
-        execution.may_resume = stored.state.is_interrupted
-        execution.context = dataclasses.replace(execution.context, current_task=live.feed.current)
-        execution.settle_first()
-        return True
-
-    async def _execute(self, live: LiveTask, execution: Execution) -> None:
-        queue = ExecutionQueue(self._inbox_send, live, execution)
-        failure: BaseException | None = None
-        with execution.cancel_scope:
-            try:
-                await self.executor.execute(execution.context, queue)
-            except Exception as exc:  # an agent bug must not harm the server
-                failure = exc
-                log.exception("executor of agent %s raised on task %s", self.name, live.task_id)
-        await queue.end()
-        if execution.recording_error is not None:
-            raise execution.recording_error
-        if failure is not None:
-            self._recorder.end_if_open(
-                live, TaskState.FAILED, f"The agent failed: {_describe(failure)}"
-            )
-        elif execution.cancel_scope.cancelled_caught:
-            if execution.cancel_requested:
-                self._recorder.end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
-            else:
-                self._recorder.end_if_open(
-                    live, TaskState.FAILED, "The server shut down before the task finished."
-                )
-        elif execution.answer is None:
-            snapshot = live.feed.current
-            if snapshot is not None and snapshot.status.state in (
-                TaskState.SUBMITTED,
-                TaskState.WORKING,
-            ):
-                log.warning(
-                    "executor of agent %s returned leaving task %s %s",
-                    self.name,
-                    live.task_id,
-                    snapshot.status.state.value,
-                )
-                self._recorder.end_if_open(
-                    live, TaskState.FAILED, "The agent stopped without finishing the task."
-                )
-        await self._recorder.publish(live)
-
     # --- CancelTask -------------------------------------------------------------
 
     async def cancel_task(self, request: CancelTaskRequest, caller: Principal) -> Task:
@@ -565,7 +465,7 @@ class AgentHost:
                 ),
                 purpose="cancel",
             )
-            self._spawn(self._cancel, live, canceller)
+            self._executions.start_cancel(live, canceller)
             await canceller.first.wait()
             if canceller.error is not None:
                 raise canceller.error
@@ -573,52 +473,6 @@ class AgentHost:
             assert published is not None
             return published
         finally:
-            self._live.release(live)
-
-    async def _cancel(self, live: LiveTask, canceller: Execution) -> None:
-        """Run the executor's ``cancel``, end the task CANCELED, then stop its execution.
-
-        The executor's ``cancel`` gets ``cancel_grace`` to do its own clean-up.
-        The client is answered (``canceller.first``) once the ending is
-        published, or with an error if it could not be stored; the running
-        execution's cancel scope is cancelled right after the answer.
-        """
-        live.users += 1
-        running = live.execution
-        try:
-            if running is not None:
-                running.cancel_requested = True
-            queue = ExecutionQueue(self._inbox_send, live, canceller)
-            with trio.move_on_after(self.settings.cancel_grace):
-                try:
-                    await self.executor.cancel(canceller.context, queue)
-                except Exception:
-                    log.exception("cancel of agent %s raised on task %s", self.name, live.task_id)
-            await queue.end()
-            if canceller.recording_error is not None:
-                log.error(
-                    "agent %s: the cancel events for task %s were not stored (%s);"
-                    " ending it CANCELED",
-                    self.name,
-                    live.task_id,
-                    canceller.recording_error,
-                )
-            self._recorder.end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
-            await self._recorder.publish(live)
-            canceller.settle_first()
-            if running is not None:
-                # The task is CANCELED for good: whatever the execution does now
-                # nobody will see, so it stops at once (its finally blocks and
-                # shielded clean-up still run). The grace was the cancel hook's.
-                running.cancel_scope.cancel()
-        except Exception:  # the store is failing: the client hears of it, the host goes on
-            log.exception("agent %s could not cancel task %s", self.name, live.task_id)
-            if running is not None:
-                running.cancel_requested = False
-            if not canceller.first.is_set():
-                canceller.error = InternalError()
-        finally:
-            canceller.settle_first()
             self._live.release(live)
 
     # --- GetTask, ListTasks -----------------------------------------------------
@@ -791,9 +645,3 @@ def new_id() -> str:
     value = value & ~(0x3 << 62) | 0x2 << 62  # RFC 9562 variant
     text = f"{value:032x}"  # uuid.UUID's own str(), without building the object
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error).strip()
-    name = type(error).__name__
-    return f"{name}: {text}"[:500] if text else name
