@@ -1,11 +1,12 @@
-"""The agent host: runs executors in its nursery and records what they report.
+"""The agent host: one agent's lifetime, and the task operations it serves.
 
 One :class:`AgentHost` serves one mounted agent. Its nursery owns every
-execution; requests only wait on them, so a client that goes away never
-stops a task. Each event an executor enqueues goes through the recorder:
-checked against the state machine, committed to SQLite with the task it
-produces, then published to the task's :class:`TaskFeed` for blocking calls,
-streams and subscribers.
+execution (see ``executions``); requests only wait on them, so a client that
+goes away never stops a task. Each event an executor enqueues goes through
+the recorder (see ``recorder``): checked against the state machine, committed
+to SQLite with the task it produces, then published to the task's
+:class:`TaskFeed` for blocking calls, streams and subscribers. The host wires
+these together and answers the operations, each scoped to its caller's tasks.
 """
 
 from __future__ import annotations
@@ -45,19 +46,8 @@ from ..protocol import (
 from ..protocol.tasks import view_task
 from ..push import PushDispatcher, WebhookRefused
 from ..store import Receipt, StoredTask, TaskStore
-from .executions import (
-    Entry,
-    Execution,
-    Executions,
-    LiveTask,
-    LiveTasks,
-    RetryKey,
-)
-from .executor import (
-    AgentExecutor,
-    Principal,
-    RequestContext,
-)
+from .executions import Entry, Execution, Executions, LiveTask, LiveTasks, RetryKey
+from .executor import AgentExecutor, Principal, RequestContext
 from .feed import FeedItem, TaskFeed
 from .recorder import Recorder, _bound_config
 from .recorder import event_task_id as event_task_id
