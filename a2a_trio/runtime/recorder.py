@@ -350,6 +350,7 @@ class Recorder:
         payload: str,
         response: StreamResponse | None,
     ) -> None:
+        """Write one event with the task it makes; its round commits, then publishes it."""
         written = self.store.append(
             self.name, snapshot, kind=kind, payload=payload, push=self.push_notifications
         )
@@ -422,6 +423,7 @@ class Recorder:
         self.append(live, apply_status(snapshot, event), "status", response.to_json(), response)
 
     def end_if_open(self, live: LiveTask, state: TaskState, reason: str) -> None:
+        """:meth:`end` the task unless it is final (creating it first, if need be)."""
         snapshot = live.feed.current
         if snapshot is None:
             execution = live.execution
