@@ -73,12 +73,12 @@ async def test_a_client_that_goes_away_ends_the_relay_but_not_the_task(
         with trio.fail_after(5):
             await response.send(send, receive)
         assert len(frames) == 1 and frames[0].startswith(b"id: ")
-        assert task.id in host._live  # still held by the running execution only
-        assert host._live[task.id].users == 1
+        assert task.id in host._live.tasks  # still held by the running execution only
+        assert host._live.tasks[task.id].users == 1
         executor.gate.release.set()
         await trio.sleep(1)
         assert host.store.get_task("test", task.id, owner=None).state.is_final  # type: ignore[union-attr]
-        assert task.id not in host._live
+        assert task.id not in host._live.tasks
 
 
 async def test_a_message_stream_holds_its_task_only_until_it_ends_or_its_client_leaves(
@@ -98,7 +98,7 @@ async def test_a_message_stream_holds_its_task_only_until_it_ends_or_its_client_
             collect, trio.sleep_forever
         )
         assert b"TASK_STATE_COMPLETED" in b"".join(frames)
-        assert host._live == {}
+        assert host._live.tasks == {}
 
         # A client that leaves mid-stream: only the running execution still holds the task.
         held = await host.stream_message(request("hold"), ALICE)
@@ -110,10 +110,10 @@ async def test_a_message_stream_holds_its_task_only_until_it_ends_or_its_client_
 
         with trio.fail_after(5):
             await _event_stream(held, lambda text: text, keepalive=15.0).send(collect, leave)
-        assert host._live[task_id].users == 1
+        assert host._live.tasks[task_id].users == 1
         executor.gate.release.set()
         await trio.sleep(1)
-        assert task_id not in host._live
+        assert task_id not in host._live.tasks
 
 
 async def test_a_connection_whose_stream_ended_is_closed_once_idle_like_any_other(

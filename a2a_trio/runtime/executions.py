@@ -1,0 +1,351 @@
+"""Executions: runs of an agent's executor in the host nursery, and the tasks they hold.
+
+Each execution (or cancel) runs under its own cancel scope in the host's
+nursery; what it enqueues goes to the recorder through its queue. A task
+is live, with a feed, while an execution, a waiter or a stream holds it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import trio
+
+from ..protocol import (
+    A2AError,
+    InternalError,
+    InvalidAgentResponseError,
+    Message,
+    Task,
+    TaskState,
+    UnsupportedOperationError,
+)
+from ..protocol.tasks import add_to_history
+from ..store import StoredTask, TaskStore
+from .executor import AgentEvent, AgentExecutor, EventQueue, RequestContext
+from .feed import TaskFeed
+from .settings import HostSettings
+
+if TYPE_CHECKING:
+    from .recorder import Recorder
+    from .retries import Retries
+
+log = logging.getLogger("a2a_trio.runtime")
+
+#: Who sent a message, its messageId and a digest of its content.
+RetryKey = tuple[str, str, str]
+
+
+@dataclass(eq=False)
+class Execution:
+    """One run of ``execute`` (or ``cancel``) and what waiters need of it."""
+
+    context: RequestContext
+    purpose: Literal["execute", "cancel"] = "execute"
+    continuing: bool = False
+    cancel_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    first: trio.Event = field(default_factory=trio.Event)
+    done: trio.Event = field(default_factory=trio.Event)
+    #: The direct Message answer, or the error that ended the run before any task.
+    answer: Message | None = None
+    error: A2AError | None = None
+    #: Log position when this execution began, and the task as it was then
+    #: (a continuation's stream starts with that snapshot, then what follows).
+    start_seq: int = 0
+    start_snapshot: Task | None = None
+    #: True while this execution may move its task out of an interrupted state.
+    may_resume: bool = False
+    cancel_requested: bool = False
+    #: Set once the recorder has dealt with every event this execution enqueued.
+    recorded: trio.Event = field(default_factory=trio.Event)
+    #: Why the recorder could not store this execution's events (they are dropped).
+    recording_error: Exception | None = None
+    #: The message's retry key (owner, messageId, content digest), when retries
+    #: are recognised (see Retries.remember).
+    retry_key: RetryKey | None = None
+    #: What the message started, once known: the task (and the log position of
+    #: a continuation) or the direct answer; stored only if the client went
+    #: away without its answer (``unanswered``).
+    receipt: dict[str, Any] | None = None
+    unanswered: bool = False
+
+    def settle_first(self) -> None:
+        self.first.set()
+
+
+@dataclass(eq=False)
+class LiveTask:
+    """A task with something attached: an execution, a waiter or a stream."""
+
+    task_id: str
+    feed: TaskFeed
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    execution: Execution | None = None
+    users: int = 0
+    #: Direct push mode: recorded events wait for their webhooks.
+    undelivered: bool = False
+    #: Direct push mode: a task is delivering the held events, then publishes them.
+    flushing: bool = False
+
+
+#: What the recorder reads: an execution's event, or None once the execution ended.
+Entry = tuple[LiveTask, Execution, AgentEvent | None]
+
+
+class ExecutionQueue(EventQueue):
+    """An execution's event queue: its events go to the host's recorder, tagged."""
+
+    def __init__(
+        self, inbox: trio.MemorySendChannel[Entry], live: LiveTask, execution: Execution
+    ) -> None:
+        super().__init__(inbox)
+        self._live = live
+        self._execution = execution
+        self._ended = False
+
+    def _item(self, event: AgentEvent) -> Entry:
+        if self._ended:
+            raise trio.ClosedResourceError("the execution this queue served has ended")
+        return self._live, self._execution, event
+
+    async def end(self) -> None:
+        """Close the queue; returns once the recorder has dealt with every event in it."""
+        self._ended = True
+        await self._send.send((self._live, self._execution, None))
+        await self._execution.recorded.wait()
+
+
+class LiveTasks:
+    """The live tasks, by id: each held (leased) while anything uses it.
+
+    A task is live while an execution, a waiter or a stream holds it; the
+    last to let go removes it, so only tasks something attends to hold a feed.
+    """
+
+    def __init__(self, feed_window: int) -> None:
+        self.tasks: dict[str, LiveTask] = {}
+        self._feed_window = feed_window
+
+    def acquire(self, task_id: str, stored: StoredTask | None) -> LiveTask:
+        live = self.tasks.get(task_id)
+        if live is None:
+            feed = TaskFeed(
+                stored.task if stored else None,
+                stored.last_seq if stored else 0,
+                window=self._feed_window,
+            )
+            live = self.tasks[task_id] = LiveTask(task_id, feed)
+        live.users += 1
+        return live
+
+    def release(self, live: LiveTask) -> None:
+        live.users -= 1
+        if live.users <= 0 and self.tasks.get(live.task_id) is live:
+            del self.tasks[live.task_id]
+
+
+class Executions:
+    """Runs the host's executions and cancels, each under its own cancel scope.
+
+    Each holds its task (a lease in :class:`LiveTasks`) until it is done, and
+    returns only once the recorder has dealt with every event it enqueued.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        executor: AgentExecutor,
+        store: TaskStore,
+        settings: HostSettings,
+        live: LiveTasks,
+        recorder: Recorder,
+        retries: Retries,
+        inbox: trio.MemorySendChannel[Entry],
+        spawn: Callable[..., None],
+    ) -> None:
+        self.name = name
+        self.executor = executor
+        self.store = store
+        self.settings = settings
+        self._live = live
+        self._recorder = recorder
+        self._retries = retries
+        self._inbox = inbox
+        #: Starts host work; refused while the host shuts down.
+        self._spawn = spawn
+        #: The executions running now (cancels excepted).
+        self.running: set[Execution] = set()
+
+    def start(self, live: LiveTask, execution: Execution) -> None:
+        """Run ``execute`` in the host nursery; the execution holds its task until done.
+
+        Raises ``UnsupportedOperationError`` (nothing started) while the host shuts down.
+        """
+        self._spawn(self._run, live, execution)
+        live.users += 1  # held by the execution until it is done
+        self.running.add(execution)
+        self._retries.started(live, execution)
+
+    def start_cancel(self, live: LiveTask, canceller: Execution) -> None:
+        """Run the executor's ``cancel`` for a task in the host nursery (see :meth:`_cancel`)."""
+        self._spawn(self._cancel, live, canceller)
+
+    async def _run(self, live: LiveTask, execution: Execution) -> None:
+        try:
+            try:
+                live.lock.acquire_nowait()  # the usual case: no wait, no scheduling pass
+            except trio.WouldBlock:
+                await live.lock.acquire()  # an earlier message to this task still runs
+            try:
+                if execution.continuing and not self._resume(live, execution):
+                    return
+                live.execution = execution
+                await self._execute(live, execution)
+            finally:
+                live.lock.release()
+        except Exception:
+            log.exception("host failure while running task %s", live.task_id)
+            if not execution.first.is_set():
+                execution.error = InternalError()
+            try:
+                self._recorder.end_if_open(
+                    live, TaskState.FAILED, "The server failed while running this task."
+                )
+            except Exception:  # the store itself is failing: the next start ends the task
+                log.exception("could not record the failure of task %s", live.task_id)
+        finally:
+            self._retries.finished(execution)
+            if live.execution is execution:
+                live.execution = None
+            if not execution.first.is_set():
+                execution.error = execution.error or InvalidAgentResponseError(
+                    "The agent finished without answering"
+                )
+                execution.settle_first()
+            execution.done.set()
+            self.running.discard(execution)
+            live.feed.notify()
+            self._live.release(live)
+
+    def _resume(self, live: LiveTask, execution: Execution) -> bool:
+        """Start a continuation: re-check the task and add the message to its history."""
+        stored = self.store.get_task(self.name, live.task_id, owner=None)
+        assert stored is not None
+        if stored.state.is_final:
+            execution.error = UnsupportedOperationError(
+                f"Task {live.task_id} is {stored.state.value} and accepts no more messages",
+                metadata={"taskId": live.task_id, "state": stored.state.value},
+            )
+            execution.settle_first()
+            return False
+        live.feed.reset(stored.task)
+        message = execution.context.message
+        assert message is not None
+        with self.store.batch():
+            self._recorder.append(
+                live, add_to_history(stored.task, message), "message", message.to_json(), None
+            )
+            self._retries.remember(execution, task_id=live.task_id, seq=live.feed.last_seq)
+        execution.start_seq = live.feed.last_seq
+        execution.start_snapshot = live.feed.current
+        execution.may_resume = stored.state.is_interrupted
+        execution.context = dataclasses.replace(execution.context, current_task=live.feed.current)
+        execution.settle_first()
+        return True
+
+    async def _execute(self, live: LiveTask, execution: Execution) -> None:
+        queue = ExecutionQueue(self._inbox, live, execution)
+        failure: BaseException | None = None
+        with execution.cancel_scope:
+            try:
+                await self.executor.execute(execution.context, queue)
+            except Exception as exc:  # an agent bug must not harm the server
+                failure = exc
+                log.exception("executor of agent %s raised on task %s", self.name, live.task_id)
+        await queue.end()
+        if execution.recording_error is not None:
+            raise execution.recording_error
+        if failure is not None:
+            self._recorder.end_if_open(
+                live, TaskState.FAILED, f"The agent failed: {_describe(failure)}"
+            )
+        elif execution.cancel_scope.cancelled_caught:
+            if execution.cancel_requested:
+                self._recorder.end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
+            else:
+                self._recorder.end_if_open(
+                    live, TaskState.FAILED, "The server shut down before the task finished."
+                )
+        elif execution.answer is None:
+            snapshot = live.feed.current
+            if snapshot is not None and snapshot.status.state in (
+                TaskState.SUBMITTED,
+                TaskState.WORKING,
+            ):
+                log.warning(
+                    "executor of agent %s returned leaving task %s %s",
+                    self.name,
+                    live.task_id,
+                    snapshot.status.state.value,
+                )
+                self._recorder.end_if_open(
+                    live, TaskState.FAILED, "The agent stopped without finishing the task."
+                )
+        await self._recorder.publish(live)
+
+    async def _cancel(self, live: LiveTask, canceller: Execution) -> None:
+        """Run the executor's ``cancel``, end the task CANCELED, then stop its execution.
+
+        The executor's ``cancel`` gets ``cancel_grace`` to do its own clean-up.
+        The client is answered (``canceller.first``) once the ending is
+        published, or with an error if it could not be stored; the running
+        execution's cancel scope is cancelled right after the answer.
+        """
+        live.users += 1
+        running = live.execution
+        try:
+            if running is not None:
+                running.cancel_requested = True
+            queue = ExecutionQueue(self._inbox, live, canceller)
+            with trio.move_on_after(self.settings.cancel_grace):
+                try:
+                    await self.executor.cancel(canceller.context, queue)
+                except Exception:
+                    log.exception("cancel of agent %s raised on task %s", self.name, live.task_id)
+            await queue.end()
+            if canceller.recording_error is not None:
+                log.error(
+                    "agent %s: the cancel events for task %s were not stored (%s);"
+                    " ending it CANCELED",
+                    self.name,
+                    live.task_id,
+                    canceller.recording_error,
+                )
+            self._recorder.end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
+            await self._recorder.publish(live)
+            canceller.settle_first()
+            if running is not None:
+                # The task is CANCELED for good: whatever the execution does now
+                # nobody will see, so it stops at once (its finally blocks and
+                # shielded clean-up still run). The grace was the cancel hook's.
+                running.cancel_scope.cancel()
+        except Exception:  # the store is failing: the client hears of it, the host goes on
+            log.exception("agent %s could not cancel task %s", self.name, live.task_id)
+            if running is not None:
+                running.cancel_requested = False
+            if not canceller.first.is_set():
+                canceller.error = InternalError()
+        finally:
+            canceller.settle_first()
+            self._live.release(live)
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error).strip()
+    name = type(error).__name__
+    return f"{name}: {text}"[:500] if text else name

@@ -1,0 +1,453 @@
+"""The recorder: each executor event checked, written, then published.
+
+Every event an execution enqueues reaches the recorder through the host's
+inbox. The recorder checks it against the state machine and the limits,
+writes it to the store with the task it produces, and publishes it to the
+task's feed once its transaction has committed (in direct push mode, once
+its webhooks had it).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Literal
+
+import trio
+from pydantic_core import PydanticSerializationError
+
+from ..protocol import (
+    IllegalTransition,
+    Message,
+    Part,
+    Role,
+    StreamResponse,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+    check_executor_move,
+    check_host_ending,
+    utcnow,
+)
+from ..protocol.tasks import add_to_history, apply_artifact, apply_status
+from ..push import PushDispatcher
+from ..store import TaskStore
+from .executions import Entry, Execution, LiveTask, LiveTasks
+from .executor import AgentEvent, new_agent_message
+from .retries import Retries
+from .settings import HostSettings
+
+__all__ = ["Recorder"]
+
+log = logging.getLogger("a2a_trio.runtime")
+
+
+class _EventRefused(Exception):
+    """An executor event that cannot be recorded; logged and dropped."""
+
+
+class Recorder:
+    """Reads what the executions enqueue; writes each event, then publishes it.
+
+    Rounds, savepoints and the direct push hand-off live here; the host
+    starts :meth:`run` in its recording nursery and ends host-imposed task
+    states (:meth:`end`, :meth:`end_if_open`) through it.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        store: TaskStore,
+        settings: HostSettings,
+        push: PushDispatcher | None,
+        push_notifications: bool,
+        live: LiveTasks,
+        retries: Retries,
+        inbox: trio.MemoryReceiveChannel[Entry],
+        spawn: Callable[..., None],
+    ) -> None:
+        self.name = name
+        self.store = store
+        self.settings = settings
+        self.push = push
+        self.push_notifications = push_notifications
+        self._live = live
+        self._retries = retries
+        self._inbox = inbox
+        #: Starts host work that finishes what is under way (the direct push
+        #: hand-off), even while the host shuts down.
+        self._spawn = spawn
+
+    async def run(self) -> None:
+        """The recorder: what every execution enqueues, committed, then published.
+
+        Each round takes every event waiting in the inbox (up to ``queue_size``)
+        and commits them in one transaction: under load, the events of many
+        tasks share a commit, and nothing is published before it. Each task's
+        share is a savepoint, so a task whose events cannot be stored costs no
+        other task its events.
+        """
+        while True:
+            entries = [await self._inbox.receive()]
+            # Let the executions already running in this scheduling pass add
+            # their events first: bigger rounds, fewer commits, one pass later.
+            await trio.lowlevel.checkpoint()
+            while len(entries) < self.settings.queue_size:
+                try:
+                    entries.append(self._inbox.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            self._record_round(entries)
+
+    def _record_round(self, entries: list[Entry]) -> None:
+        by_task: dict[LiveTask, list[tuple[Execution, AgentEvent]]] = {}
+        ended: list[Execution] = []
+        for live, execution, event in entries:
+            if event is None:
+                ended.append(execution)
+            else:
+                by_task.setdefault(live, []).append((execution, event))
+        recorded: list[LiveTask] = []
+        try:
+            if by_task:  # a round of end markers only writes nothing
+                with self.store.batch():
+                    for live, items in by_task.items():
+                        if self._record_share(live, items):
+                            recorded.append(live)
+        except Exception as error:  # the transaction failed: nothing of this round is stored
+            log.exception("agent %s could not commit recorded events", self.name)
+            for live in recorded:
+                live.feed.discard()
+            for items in by_task.values():
+                for execution, _ in items:
+                    self._recording_failed(execution, error)
+            recorded = []
+        for live in recorded:
+            self._committed(live)
+        for execution in ended:
+            execution.recorded.set()
+
+    def _record_share(self, live: LiveTask, items: list[tuple[Execution, AgentEvent]]) -> bool:
+        """Record one task's events of the round; False if they had to be rolled back."""
+        live.feed.hold()
+        try:
+            with self.store.savepoint():
+                for execution, event in items:
+                    if execution.recording_error is not None:
+                        continue
+                    try:
+                        self._record(live, execution, event)
+                    except (_EventRefused, IllegalTransition) as refusal:
+                        log.warning(
+                            "agent %s: event for task %s refused: %s",
+                            self.name,
+                            live.task_id,
+                            refusal,
+                        )
+        except Exception as error:
+            log.exception("agent %s could not record events of task %s", self.name, live.task_id)
+            live.feed.discard()  # rolled back: no one may see these events
+            for execution, _ in items:
+                self._recording_failed(execution, error)
+            return False
+        return True
+
+    @staticmethod
+    def _recording_failed(execution: Execution, error: Exception) -> None:
+        """The execution's events cannot be stored: stop it; its run reports the error."""
+        if execution.recording_error is None:
+            execution.recording_error = error
+        execution.cancel_scope.cancel()
+
+    def _record(self, live: LiveTask, execution: Execution, event: AgentEvent) -> None:
+        """Check one executor event and write it; its round commits, then publishes it.
+
+        An event that cannot be stored (a string that is not valid Unicode,
+        say) is refused before anything of it is written.
+        """
+        try:
+            self._record_checked(live, execution, event)
+        except PydanticSerializationError as error:
+            raise _EventRefused(f"the event cannot be stored: {error}") from None
+
+    def _record_checked(self, live: LiveTask, execution: Execution, event: AgentEvent) -> None:
+        context = execution.context
+        if execution.answer is not None:
+            raise _EventRefused(
+                "the agent already answered with a message; a message answer is final"
+            )
+        if isinstance(event, Message):
+            self._record_message(live, execution, event)
+            return
+        named = event_task_id(event)
+        if named != context.task_id:
+            raise _EventRefused(
+                f"event names task {named!r}, the execution serves {context.task_id!r}"
+            )
+        event_context = event.context_id
+        if event_context and event_context != context.context_id:
+            raise _EventRefused(
+                f"event names context {event_context!r}, the task is in {context.context_id!r}"
+            )
+        if isinstance(event, Task):
+            self._record_task(live, execution, event)
+        elif isinstance(event, TaskStatusUpdateEvent):
+            self._ensure_created(live, execution)
+            self._record_status(live, execution, event)
+        else:
+            self._ensure_created(live, execution)
+            self._record_artifact(live, event)
+
+    def _record_message(self, live: LiveTask, execution: Execution, message: Message) -> None:
+        context = execution.context
+        if message.role is not Role.AGENT:
+            raise _EventRefused("an agent may only enqueue messages with role ROLE_AGENT")
+        self._check_parts(message.parts, "the message")
+        if live.feed.current is None:
+            # Nothing was created: this message is the whole answer (spec 3.1.1),
+            # rendered later; one that cannot be rendered is refused here.
+            answer = message.model_copy(
+                update={"context_id": message.context_id or context.context_id}
+            )
+            rendered = answer.to_json()
+            self._retries.remember(execution, answer=rendered)
+            execution.answer = answer
+            execution.settle_first()
+            return
+        snapshot = live.feed.current
+        if snapshot.status.state.is_final:
+            raise _EventRefused("the task is in a final state")
+        message = message.model_copy(
+            update={"task_id": snapshot.id, "context_id": message.context_id or snapshot.context_id}
+        )
+        self.append(live, add_to_history(snapshot, message), "message", message.to_json(), None)
+
+    def _record_task(self, live: LiveTask, execution: Execution, task: Task) -> None:
+        snapshot = live.feed.current
+        if snapshot is None:
+            check_executor_move(None, task.status.state, may_resume=False)
+            self._check_artifacts(task)
+            for message in [task.status.message, *(task.history or [])]:
+                if message is not None:
+                    self._check_parts(message.parts, "a message of the task")
+            self._create(live, execution, task)
+            return
+        if task.status.state == snapshot.status.state:
+            return  # re-announcing the current task changes nothing
+        self._record_status(
+            live,
+            execution,
+            TaskStatusUpdateEvent(
+                task_id=task.id, context_id=snapshot.context_id or "", status=task.status
+            ),
+        )
+
+    def _ensure_created(self, live: LiveTask, execution: Execution) -> None:
+        if live.feed.current is None:
+            context = execution.context
+            self._create(
+                live,
+                execution,
+                Task(
+                    id=context.task_id,
+                    context_id=context.context_id,
+                    status=TaskStatus(state=TaskState.SUBMITTED, timestamp=utcnow()),
+                ),
+            )
+
+    def _create(self, live: LiveTask, execution: Execution, task: Task) -> None:
+        context = execution.context
+        status = task.status
+        if status.timestamp is None:
+            status = status.model_copy(update={"timestamp": utcnow()})
+        history = [context.message] if context.message else []
+        history += [m for m in task.history or [] if m not in history]
+        task = task.model_copy(
+            update={"context_id": context.context_id, "status": status, "history": history or None}
+        )
+        response = StreamResponse(task=task)
+        payload = response.to_json()
+        configuration = context.configuration
+        config = configuration.task_push_notification_config if configuration else None
+        if config is not None:
+            config = _bound_config(config, task.id)
+        written = self.store.create_task(
+            self.name,
+            context.caller.identifier,
+            task,
+            kind="task",
+            payload=payload,
+            push_config=config,
+            push=self.push_notifications,
+        )
+        self._retries.remember(execution, task_id=task.id)
+        live.feed.record(written.seq, task, response, payload, hold=self._holds(written.queued))
+        self._queued(live, written.queued)
+        execution.settle_first()
+
+    def _record_status(
+        self, live: LiveTask, execution: Execution, event: TaskStatusUpdateEvent
+    ) -> None:
+        snapshot = live.feed.current
+        assert snapshot is not None
+        current, requested = snapshot.status.state, event.status.state
+        if event.status.message is not None:
+            self._check_parts(event.status.message.parts, "the status message")
+        if execution.purpose == "cancel" and requested is TaskState.CANCELED:
+            check_host_ending(current, requested)
+        else:
+            check_executor_move(current, requested, may_resume=execution.may_resume)
+        update: dict[str, object] = _context_update(event.context_id, snapshot)
+        if event.status.timestamp is None:
+            update["status"] = event.status.model_copy(update={"timestamp": utcnow()})
+        if update:
+            event = event.model_copy(update=update)
+        response = StreamResponse(status_update=event)
+        self.append(live, apply_status(snapshot, event), "status", response.to_json(), response)
+        if requested.is_interrupted:
+            execution.may_resume = False
+
+    def _record_artifact(self, live: LiveTask, event: TaskArtifactUpdateEvent) -> None:
+        snapshot = live.feed.current
+        assert snapshot is not None
+        if snapshot.status.state.is_final:
+            raise _EventRefused("artifacts cannot be added to a task in a final state")
+        update = _context_update(event.context_id, snapshot)
+        if update:
+            event = event.model_copy(update=update)
+        updated = apply_artifact(snapshot, event)
+        self._check_artifacts(updated, event.artifact.artifact_id)
+        response = StreamResponse(artifact_update=event)
+        self.append(live, updated, "artifact", response.to_json(), response)
+
+    def _check_parts(self, parts: list[Part], what: str) -> None:
+        limit = self.settings.limits.parts
+        if len(parts) > limit:
+            raise _EventRefused(f"{what} has {len(parts)} parts; the limit is {limit}")
+
+    def _check_artifacts(self, task: Task, changed: str | None = None) -> None:
+        """Refuse a task over the artifact limits (only ``changed`` is counted, if named)."""
+        artifacts = task.artifacts or []
+        limit = self.settings.limits.artifacts
+        if len(artifacts) > limit:
+            raise _EventRefused(
+                f"the task would hold {len(artifacts)} artifacts; the limit is {limit}"
+            )
+        for artifact in artifacts:
+            if changed is None or artifact.artifact_id == changed:
+                self._check_parts(artifact.parts, f"artifact {artifact.artifact_id!r}")
+
+    def append(
+        self,
+        live: LiveTask,
+        snapshot: Task,
+        kind: Literal["status", "artifact", "message"],
+        payload: str,
+        response: StreamResponse | None,
+    ) -> None:
+        """Write one event with the task it makes; its round commits, then publishes it."""
+        written = self.store.append(
+            self.name, snapshot, kind=kind, payload=payload, push=self.push_notifications
+        )
+        live.feed.record(written.seq, snapshot, response, payload, hold=self._holds(written.queued))
+        self._queued(live, written.queued)
+
+    def _holds(self, notifications: int) -> bool:
+        # Direct push mode: an event bound for webhooks is seen by no one before
+        # the webhooks had it (see publish).
+        return bool(notifications) and self.push is not None and not self.push.settings.queue
+
+    def _queued(self, live: LiveTask, notifications: int) -> None:
+        if not notifications or self.push is None:
+            return
+        if self.push.settings.queue:
+            self.push.notify()
+        else:
+            live.undelivered = True
+
+    def _committed(self, live: LiveTask) -> None:
+        """Publish the held (committed) events; in direct push mode, after their webhooks."""
+        if live.flushing:
+            return  # the running delivery publishes these too
+        if live.undelivered and self.push is not None:
+            live.flushing = True
+            live.users += 1  # held until the delivery has published
+            self._spawn(self._deliver_then_publish, live)
+        else:
+            live.feed.release()
+
+    async def _deliver_then_publish(self, live: LiveTask) -> None:
+        assert self.push is not None
+        try:
+            while live.undelivered:
+                live.undelivered = False
+                await self.push.flush(self.name, live.task_id)
+        except Exception:  # the store is failing: the rows stay pending, the host goes on
+            log.exception(
+                "agent %s could not deliver the webhooks of task %s", self.name, live.task_id
+            )
+        finally:
+            live.flushing = False
+            live.feed.release()
+            live.feed.notify()
+            self._live.release(live)
+
+    async def publish(self, live: LiveTask) -> None:
+        """Publish what is held; returns once it is (direct mode: once delivered)."""
+        self._committed(live)
+        while live.flushing:
+            await live.feed.wakeup.wait()
+
+    def end(self, live: LiveTask, state: TaskState, reason: str) -> None:
+        """Host-imposed ending (CANCELED or FAILED) with the reason as status message."""
+        snapshot = live.feed.current
+        assert snapshot is not None
+        check_host_ending(snapshot.status.state, state)
+        event = TaskStatusUpdateEvent(
+            task_id=snapshot.id,
+            context_id=snapshot.context_id or "",
+            status=TaskStatus(
+                state=state,
+                message=new_agent_message(
+                    reason, context_id=snapshot.context_id, task_id=snapshot.id
+                ),
+                timestamp=utcnow(),
+            ),
+        )
+        response = StreamResponse(status_update=event)
+        self.append(live, apply_status(snapshot, event), "status", response.to_json(), response)
+
+    def end_if_open(self, live: LiveTask, state: TaskState, reason: str) -> None:
+        """:meth:`end` the task unless it is final (creating it first, if need be)."""
+        snapshot = live.feed.current
+        if snapshot is None:
+            execution = live.execution
+            if execution is None or execution.answer is not None:
+                return
+            self._ensure_created(live, execution)
+            snapshot = live.feed.current
+            assert snapshot is not None
+        if not snapshot.status.state.is_final:
+            self.end(live, state, reason)
+
+
+def _context_update(context_id: str, snapshot: Task) -> dict[str, object]:
+    """The update that gives an event its task's context id, when it lacks it."""
+    wanted = snapshot.context_id or context_id
+    return {} if wanted == context_id else {"context_id": wanted}
+
+
+def event_task_id(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> str:
+    return event.id if isinstance(event, Task) else event.task_id
+
+
+def _bound_config(config: TaskPushNotificationConfig, task_id: str) -> TaskPushNotificationConfig:
+    """The config as stored: bound to its task, with an id (the client's, or a new one)."""
+    return config.model_copy(
+        update={"task_id": task_id, "id": config.id or str(uuid.uuid4()), "tenant": None}
+    )

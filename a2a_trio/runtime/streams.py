@@ -1,0 +1,178 @@
+"""The stream of one task's events, as a stream or a subscription relays them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..protocol import StreamResponse, TaskState
+from .feed import FeedItem
+
+if TYPE_CHECKING:
+    from .executions import Execution, LiveTask
+    from .host import AgentHost
+
+__all__ = ["TaskEventStream"]
+
+
+def _response_state(response: StreamResponse) -> TaskState | None:
+    if response.task is not None:
+        return response.task.status.state
+    if response.status_update is not None:
+        return response.status_update.status.state
+    return None
+
+
+class TaskEventStream:
+    """The events a stream relays, read with :meth:`receive` (cancel-safe).
+
+    Waiting in :meth:`receive` can be cancelled (by a keep-alive timer, say)
+    and called again without losing anything: all state lives here, and the
+    wait itself is only on the feed's wake-up event.
+    """
+
+    def __init__(
+        self,
+        host: AgentHost | None,
+        task_id: str,
+        cursor: int,
+        initial: list[FeedItem],
+        *,
+        execution: Execution | None = None,
+        stop_on_interrupt: bool = True,
+        live: LiveTask | None = None,
+    ) -> None:
+        self._host = host
+        #: Told, once, whether the stream had reached its end when it closed.
+        self._on_close: Callable[[bool], object] | None = None
+        self._task_id = task_id
+        # Given (and held) here, or taken on the first receive, so that a
+        # subscription nobody reads holds nothing; let go at the end or on close.
+        self._live = live
+        if live is not None:
+            live.users += 1
+        self._cursor = cursor
+        # Events at or before the origin (the opening snapshot) never end the stream.
+        self._origin = cursor
+        # A list, not a deque: it is mostly empty, and 10,000 idle streams each
+        # holding an empty deque (760 bytes) would cost over 7 MB.
+        self._pending: list[FeedItem | tuple[None, StreamResponse, None]] = list(initial)
+        self._execution = execution
+        self._stop_on_interrupt = stop_on_interrupt
+        self._finished = False
+        self._closed = False
+
+    def on_close(self, callback: Callable[[bool], object]) -> None:
+        """Call ``callback(finished)`` once the stream closes (``finished``: it reached its end)."""
+        self._on_close = callback
+
+    @classmethod
+    def single(cls, response: StreamResponse) -> TaskEventStream:
+        """A stream of exactly one event (a direct Message answer)."""
+        stream = cls(None, "", 0, [])
+        stream._pending.append((None, response, None))
+        stream._finished = True
+        return stream
+
+    async def receive(self) -> tuple[int | None, StreamResponse]:
+        """The next event and its log sequence; raises ``trio.EndOfChannel`` at the end."""
+        seq, response, _ = await self.receive_rendered()
+        return seq, response
+
+    async def receive_rendered(self) -> tuple[int | None, StreamResponse, str]:
+        """Like :meth:`receive`, with the event's JSON text (as recorded, when it was)."""
+        while True:
+            ready = self._poll()
+            if not isinstance(ready, trio.Event):
+                return ready
+            await ready.wait()
+
+    def receive_ready(self) -> tuple[int | None, StreamResponse, str] | None:
+        """The next event if it is already there, else None (never waits).
+
+        Raises ``trio.EndOfChannel`` at the end, like :meth:`receive`. A relay
+        uses it to send the events published together in one write.
+        """
+        ready = self._poll()
+        return None if isinstance(ready, trio.Event) else ready
+
+    def _poll(self) -> tuple[int | None, StreamResponse, str] | trio.Event:
+        """The next event, or the wake-up to wait on before asking again."""
+        while True:
+            if self._pending:
+                seq, response, text = self._pending.pop(0)
+                if seq is None or seq > self._origin:
+                    self._note_end(response)
+                return seq, response, text if text is not None else response.to_json()
+            if self._finished or self._host is None:
+                self.close()
+                raise trio.EndOfChannel
+            live = self._hold(self._host)
+            if live is None:  # the task is gone (pruned)
+                self._finished = True
+                continue
+            feed = live.feed
+            wakeup = feed.wakeup
+            items = feed.after(self._cursor)
+            if items is None:
+                assert self._host is not None
+                items = [
+                    (event.seq, StreamResponse.model_validate_json(event.payload), event.payload)
+                    for event in self._host.store.events_after(
+                        self._host.name, self._task_id, self._cursor
+                    )
+                ]
+            if items:
+                self._cursor = items[-1][0]
+                self._pending.extend(items)
+                continue
+            if self._execution is not None and self._execution.done.is_set():
+                self._finished = True
+                continue
+            snapshot = feed.snapshot
+            if self._execution is None and snapshot is not None and snapshot.status.state.is_final:
+                self._finished = True
+                continue
+            if self._host._finished.is_set():  # the host has stopped: nothing more comes
+                self._finished = True
+                continue
+            return wakeup
+
+    def _note_end(self, response: StreamResponse) -> None:
+        state = _response_state(response)
+        if state is None:
+            return
+        if state.is_final or (self._stop_on_interrupt and state.is_interrupted):
+            self._finished = True
+            self._pending.clear()
+
+    def _hold(self, host: AgentHost) -> LiveTask | None:
+        if self._live is None:
+            stored = None
+            if self._task_id not in host._live.tasks:
+                stored = host.store.get_task(host.name, self._task_id, owner=None)
+                if stored is None:
+                    return None
+            self._live = host._live.acquire(self._task_id, stored)
+        return self._live
+
+    def close(self) -> None:
+        """Let go of the task (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            if self._on_close is not None:
+                self._on_close(self._finished)
+            if self._host is not None and self._live is not None:
+                self._host._live.release(self._live)
+                self._live = None
+
+    def __aiter__(self) -> AsyncIterator[tuple[int | None, StreamResponse]]:
+        return self
+
+    async def __anext__(self) -> tuple[int | None, StreamResponse]:
+        try:
+            return await self.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
