@@ -6,6 +6,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -65,14 +66,15 @@ def request(
 
 @asynccontextmanager
 async def running_host(
-    tmp_path: Path, executor: ScriptedExecutor | None = None, **settings: float
+    tmp_path: Path, executor: AgentExecutor | None = None, **settings: Any
 ) -> AsyncIterator[AgentHost]:
+    """A host named ``test`` on ``tmp_path/host.db`` (the same file each time: restarts)."""
     store = TaskStore(tmp_path / "host.db")
     host = AgentHost(
         name="test",
         executor=executor or ScriptedExecutor(),
         store=store,
-        settings=HostSettings(**settings),  # type: ignore[arg-type]
+        settings=HostSettings(**settings),
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)

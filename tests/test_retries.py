@@ -8,8 +8,6 @@ new work, as is the same message from another caller.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,6 @@ from a2a_trio import (
     A2AApp,
     AgentExecutor,
     EventQueue,
-    HostSettings,
     Principal,
     RequestContext,
     TaskState,
@@ -28,10 +25,10 @@ from a2a_trio import (
 )
 from a2a_trio.protocol import Message, Part, Role, SendMessageConfiguration, SendMessageRequest
 from a2a_trio.runtime import AgentHost
-from a2a_trio.store import TaskStore
 
 from .agents import Gate, ScriptedExecutor
 from .conftest import live_server, make_card, user_message
+from .test_host import running_host
 
 ALICE = Principal("alice", authenticated=True)
 BOB = Principal("bob", authenticated=True)
@@ -44,21 +41,6 @@ def message_request(
         message=Message(message_id=message_id, role=Role.USER, parts=[Part(text=text)]),
         configuration=SendMessageConfiguration(return_immediately=return_immediately),
     )
-
-
-@asynccontextmanager
-async def host_on(
-    path: Path, executor: ScriptedExecutor, **settings: Any
-) -> AsyncIterator[AgentHost]:
-    store = TaskStore(path)
-    host = AgentHost(name="test", executor=executor, store=store, settings=HostSettings(**settings))
-    async with trio.open_nursery() as nursery:
-        await nursery.start(host.run)
-        try:
-            yield host
-        finally:
-            await host.close()
-    store.close()
 
 
 async def send_and_leave(host: AgentHost, request: SendMessageRequest, gate: trio.Event) -> None:
@@ -83,7 +65,7 @@ async def left_while_held(host: AgentHost, executor: ScriptedExecutor, message_i
 async def test_a_message_sent_again_after_its_answer_is_new_work(tmp_path: Path) -> None:
     # The client has its answer, so it is asking again (the conformance kit does this).
     executor = ScriptedExecutor()
-    async with host_on(tmp_path / "r.db", executor) as host:
+    async with running_host(tmp_path, executor) as host:
         first = await host.send_message(message_request("echo once", "m-1"), ALICE)
         again = await host.send_message(message_request("echo once", "m-1"), ALICE)
         assert again.id != first.id  # type: ignore[union-attr]
@@ -94,7 +76,7 @@ async def test_a_retry_after_the_client_went_away_gets_the_original_task(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with host_on(tmp_path / "r.db", executor) as host:
+    async with running_host(tmp_path, executor) as host:
         await left_while_held(host, executor, "m-gone")
         again = await host.send_message(message_request("hold", "m-gone"), ALICE)
         assert again.status.state is TaskState.COMPLETED  # type: ignore[union-attr]
@@ -107,7 +89,7 @@ async def test_a_retry_while_the_original_runs_joins_it(
 ) -> None:
     executor = ScriptedExecutor()
     answers: list[Any] = []
-    async with host_on(tmp_path / "r.db", executor) as host:
+    async with running_host(tmp_path, executor) as host:
 
         async def send() -> None:
             answers.append(await host.send_message(message_request("hold", "m-held"), ALICE))
@@ -127,7 +109,7 @@ async def test_different_content_under_a_reused_message_id_is_new_work(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with host_on(tmp_path / "r.db", executor) as host:
+    async with running_host(tmp_path, executor) as host:
         await left_while_held(host, executor, "m-2")
         second = await host.send_message(message_request("echo two", "m-2"), ALICE)
         assert second.artifacts[0].parts[0].text == "two"  # type: ignore[union-attr]
@@ -138,7 +120,7 @@ async def test_the_same_message_from_another_caller_is_new_work(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with host_on(tmp_path / "r.db", executor) as host:
+    async with running_host(tmp_path, executor) as host:
         await left_while_held(host, executor, "m-3")
         executor.gate = type(executor.gate)()
         executor.gate.release.set()
@@ -169,7 +151,7 @@ async def test_a_direct_answer_the_client_missed_is_given_to_its_retry(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = _SlowReplier()
-    async with host_on(tmp_path / "r.db", executor) as host:  # type: ignore[arg-type]
+    async with running_host(tmp_path, executor) as host:
         # The client leaves before anything was made: the receipt is stored with the answer.
         await send_and_leave(host, message_request("hi", "m-4"), executor.started)
         executor.release.set()
@@ -183,9 +165,9 @@ async def test_retries_are_recognised_after_a_restart(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with host_on(tmp_path / "r.db", executor) as host:
+    async with running_host(tmp_path, executor) as host:
         await left_while_held(host, executor, "m-5")
-    async with host_on(tmp_path / "r.db", executor) as host:
+    async with running_host(tmp_path, executor) as host:
         again = await host.send_message(message_request("hold", "m-5"), ALICE)
     assert again.status.state is TaskState.COMPLETED  # type: ignore[union-attr]
     assert executor.executions == 1
@@ -193,7 +175,7 @@ async def test_retries_are_recognised_after_a_restart(
 
 async def test_a_retry_after_the_window_is_new_work(tmp_path: Path) -> None:
     executor = ScriptedExecutor()
-    async with host_on(tmp_path / "r.db", executor, retry_window=0.5) as host:
+    async with running_host(tmp_path, executor, retry_window=0.5) as host:
         await left_while_held(host, executor, "m-6")  # real time: 1 s, past the window
         await host.send_message(message_request("hold", "m-6"), ALICE)
         assert executor.executions == 2
@@ -203,7 +185,7 @@ async def test_a_window_of_0_turns_retries_off(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with host_on(tmp_path / "r.db", executor, retry_window=0) as host:
+    async with running_host(tmp_path, executor, retry_window=0) as host:
         await left_while_held(host, executor, "m-7")
         await host.send_message(message_request("hold", "m-7"), ALICE)
         assert executor.executions == 2
@@ -235,7 +217,7 @@ async def test_a_retried_continuation_does_not_run_the_task_again(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = _SlowFinisher()
-    async with host_on(tmp_path / "r.db", executor) as host:  # type: ignore[arg-type]
+    async with running_host(tmp_path, executor) as host:
         asked = await host.send_message(message_request("start", "m-8"), ALICE)
         follow_up = SendMessageRequest(
             message=Message(
