@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("a2a_trio.runtime")
 
-#: Who sent a message, its messageId and a digest of its content.
-RetryKey = tuple[str, str, str]
+#: Who sent a message, and its messageId (whether the content is the same
+#: is asked only of messages that share these).
+RetryKey = tuple[str, str]
 
 
 @dataclass(eq=False)
@@ -64,9 +65,10 @@ class Execution:
     recorded: trio.Event = field(default_factory=trio.Event)
     #: Why the recorder could not store this execution's events (they are dropped).
     recording_error: Exception | None = None
-    #: The message's retry key (owner, messageId, content digest), when retries
-    #: are recognised (see Retries.remember).
+    #: The message's retry key (owner, messageId) and the message as sent,
+    #: when retries are recognised (see Retries).
     retry_key: RetryKey | None = None
+    retry_message: Message | None = None
     #: What the message started, once known: the task (and the log position of
     #: a continuation) or the direct answer; stored only if the client went
     #: away without its answer (``unanswered``).

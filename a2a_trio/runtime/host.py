@@ -124,6 +124,7 @@ class AgentHost:
         endings are recorded, so nothing is left WORKING in the store.
         """
         self._recover()
+        self._retries.load()
         async with trio.open_nursery() as guard:
             try:
                 await guard.start(self._serve)
@@ -234,7 +235,7 @@ class AgentHost:
     ) -> tuple[LiveTask, Execution]:
         message = request.message
         if retry_key is not None:
-            joined = self._retries.join(retry_key)
+            joined = self._retries.join(retry_key, message)
             if joined is not None:
                 return joined
         stored: StoredTask | None = None
@@ -272,7 +273,12 @@ class AgentHost:
         )
         if request.configuration and request.configuration.task_push_notification_config:
             await self._screen_webhook(request.configuration.task_push_notification_config)
-        execution = Execution(context, continuing=stored is not None, retry_key=retry_key)
+        execution = Execution(
+            context,
+            continuing=stored is not None,
+            retry_key=retry_key,
+            retry_message=request.message if retry_key is not None else None,
+        )
         live = self._live.acquire(task_id, stored)
         try:
             self._executions.start(live, execution)
@@ -292,12 +298,11 @@ class AgentHost:
         Blocking (the default) waits for a final or interrupted state, or for
         the execution to end; ``returnImmediately`` answers once the task exists.
         """
-        retry_key = await self._retries.key(request, caller)
-        earlier = self._retries.earlier(retry_key)
+        retry_key = self._retries.key(request, caller)
+        earlier = await self._retries.earlier(retry_key, request.message)
         if earlier is not None:
-            assert retry_key is not None
-            answer = self._answer_again(earlier, request, caller)
-            self._retries.answered_again(retry_key)
+            answer = self._answer_again(earlier.receipt, request, caller)
+            self._retries.answered_again(earlier)
             return answer
         live, execution = await self._begin(request, caller, extensions, retry_key)
         try:
@@ -351,15 +356,15 @@ class AgentHost:
         any event, so bindings can answer them as plain errors.
         """
         self._require_streaming()
-        retry_key = await self._retries.key(request, caller)
-        earlier = self._retries.earlier(retry_key)
+        retry_key = self._retries.key(request, caller)
+        earlier = await self._retries.earlier(retry_key, request.message)
         if earlier is not None:
-            assert retry_key is not None
-            stream = self._stream_again(earlier, caller)
+            stream = self._stream_again(earlier.receipt, caller)
+            again = earlier
 
             def closed(finished: bool) -> None:
                 if finished:
-                    self._retries.answered_again(retry_key)
+                    self._retries.answered_again(again)
 
             stream.on_close(closed)
             return stream

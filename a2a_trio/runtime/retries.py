@@ -7,12 +7,18 @@ message again asks again, and gets new work (the conformance kit does
 just that). So a message is joined while its execution runs and no
 client has had the answer, and its receipt is stored only once its
 request went away without one.
+
+Every SendMessage asks whether it is a retry, so the question is cheap:
+a dict lookup by (caller, messageId). Only a message that shares those
+with a running one, or with one whose receipt is stored, is compared in
+content (running: equal messages; stored: a digest of the message).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -24,9 +30,18 @@ from .executions import Execution, LiveTask, RetryKey
 from .executor import Principal
 from .settings import HostSettings
 
-__all__ = ["Retries"]
+__all__ = ["Earlier", "Retries"]
 
 log = logging.getLogger("a2a_trio.runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """A stored receipt that a retry gets its answer from."""
+
+    key: RetryKey
+    digest: str
+    receipt: Receipt
 
 
 class Retries:
@@ -39,35 +54,45 @@ class Retries:
         #: Running executions by their message's retry key: a retry arriving
         #: meanwhile joins the original instead of starting the work again.
         self.running: dict[RetryKey, tuple[LiveTask, Execution]] = {}
+        #: Keys with a stored receipt (read at start, kept up to date after):
+        #: only these are looked up in the store. One process serves a store.
+        self._stored: set[RetryKey] = set()
 
-    async def key(self, request: SendMessageRequest, caller: Principal) -> RetryKey | None:
+    def load(self) -> None:
+        """Learn which messages have receipts stored (at start)."""
+        if self.settings.retry_window > 0:
+            since = utcnow() - timedelta(seconds=self.settings.retry_window)
+            self._stored = set(self.store.remembered_messages(self.name, since))
+
+    def key(self, request: SendMessageRequest, caller: Principal) -> RetryKey | None:
         """The key a retry of this message would share with it (None: retries not recognised)."""
         message = request.message
         if message.role is not Role.USER:
             raise InvalidParamsError("message.role: a client message must have role ROLE_USER")
         if self.settings.retry_window <= 0:
             return None
-        if _content_size(message) < _LARGE_CONTENT:
-            digest = _digest(message)
-        else:  # ~30 ms for 10 MiB: the event loop goes on meanwhile
-            digest = await trio.to_thread.run_sync(_digest, message)
-        return caller.identifier, message.message_id, digest
+        return caller.identifier, message.message_id
 
-    def join(self, key: RetryKey) -> tuple[LiveTask, Execution] | None:
+    def join(self, key: RetryKey, message: Message) -> tuple[LiveTask, Execution] | None:
         """The execution a retry joins: its original's, while that still runs."""
         found = self.running.get(key)
-        if found is None:
+        if found is None or found[1].retry_message != message:
             return None
         live, execution = found
         live.users += 1  # held by this request, like the original's
         return live, execution
 
-    def earlier(self, key: RetryKey | None) -> Receipt | None:
-        """What an earlier SendMessage with this key started and no longer runs, if anything."""
-        if key is None or key in self.running:
+    async def earlier(self, key: RetryKey | None, message: Message) -> Earlier | None:
+        """What an earlier, unanswered SendMessage of this content started, if anything."""
+        if key is None or key not in self._stored:
+            return None
+        found = self.running.get(key)
+        if found is not None and found[1].retry_message == message:
             return None  # a running original is joined (see join) instead
+        digest = await _digest_off_loop(message)
         since = utcnow() - timedelta(seconds=self.settings.retry_window)
-        return self.store.find_message(self.name, *key, since)
+        receipt = self.store.find_message(self.name, *key, digest, since)
+        return None if receipt is None else Earlier(key, digest, receipt)
 
     def started(self, live: LiveTask, execution: Execution) -> None:
         """The execution runs: a retry of its message joins it from now on."""
@@ -76,8 +101,7 @@ class Retries:
 
     def finished(self, execution: Execution) -> None:
         """The execution ended: a retry of its message no longer joins it."""
-        if execution.retry_key is not None:
-            self.running.pop(execution.retry_key, None)
+        self.answered(execution)
 
     def remember(self, execution: Execution, **receipt: Any) -> None:
         """Note what the execution's message started (stored if it goes unanswered)."""
@@ -88,9 +112,10 @@ class Retries:
             self._store_receipt(execution)
 
     def _store_receipt(self, execution: Execution) -> None:
-        assert execution.retry_key is not None and execution.receipt is not None
-        owner, message_id, digest = execution.retry_key
-        self.store.remember_message(self.name, owner, message_id, digest, **execution.receipt)
+        key, message = execution.retry_key, execution.retry_message
+        assert key is not None and message is not None and execution.receipt is not None
+        self.store.remember_message(self.name, *key, _digest(message), **execution.receipt)
+        self._stored.add(key)
 
     def answered(self, execution: Execution) -> None:
         """A client has the answer: the same message again is new work from now on."""
@@ -98,10 +123,10 @@ class Retries:
         if key is not None and self.running.get(key, (None, None))[1] is execution:
             del self.running[key]
 
-    def answered_again(self, key: RetryKey) -> None:
+    def answered_again(self, earlier: Earlier) -> None:
         """A retry got the answer its original missed: the next such message is new work."""
         try:
-            self.store.forget_message(self.name, *key)
+            self.store.forget_message(self.name, *earlier.key, earlier.digest)
         except Exception:  # the receipt stays: the next copy is taken for a retry too
             log.exception("agent %s: could not drop a message receipt", self.name)
 
@@ -127,5 +152,12 @@ def _content_size(message: Message) -> int:
 
 
 def _digest(message: Message) -> str:
-    """What "the same content" means for a retried message: its JSON, hashed."""
+    """What "the same content" means for a stored receipt: the message's JSON, hashed."""
     return hashlib.sha256(message.to_json().encode()).hexdigest()
+
+
+async def _digest_off_loop(message: Message) -> str:
+    if _content_size(message) < _LARGE_CONTENT:
+        return _digest(message)
+    # ~30 ms for 10 MiB (hashlib lets the GIL go; rendering the JSON does not).
+    return await trio.to_thread.run_sync(_digest, message)

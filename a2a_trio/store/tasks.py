@@ -599,6 +599,14 @@ class TaskStore:
                 (agent, owner, message_id, digest, task_id, seq, answer, self._batch_began),
             )
 
+    def remembered_messages(self, agent: str, since: datetime) -> list[tuple[str, str]]:
+        """(owner, messageId) of every message with a receipt stored at ``since`` or later."""
+        rows = self._conn.execute(
+            "SELECT owner, message_id FROM message_receipts WHERE agent = ? AND created_at >= ?",
+            (agent, _order_key(since)),
+        ).fetchall()
+        return [(row[0], row[1]) for row in rows]
+
     def forget_message(self, agent: str, owner: str, message_id: str, digest: str) -> None:
         """Drop what :meth:`remember_message` stored for the message."""
         with self._transaction() as conn:
