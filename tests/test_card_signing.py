@@ -274,7 +274,7 @@ def test_signing_is_configured_by_a_signing_section(tmp_path: Path) -> None:
             "signing": {"algorithm": "EdDSA", "key_file": str(tmp_path / "card.pem"), "kid": "k"},
         }
     )
-    card = build_app(settings).card_for("default", "http://127.0.0.1:8000")
+    card = build_app(settings).card_for("echo", "http://127.0.0.1:8000")
     verify_card(card.to_wire(), CardKeys.from_pem(public_pem(key)))
 
 
