@@ -138,6 +138,7 @@ class A2AApp(QuartTrio):
         authenticators: Mapping[str, Authenticator] | None = None,
         guard: str | None = None,
         authenticate: Authenticate | None = None,
+        compat_v0_3: bool = True,
     ) -> AgentMount:
         """Serve an agent under ``prefix``.
 
@@ -154,6 +155,10 @@ class A2AApp(QuartTrio):
         to its :class:`Authenticator`, and ``guard`` names the scheme whose
         identifier owns tasks (the first satisfied one when unset).
         ``authenticate`` replaces all of that with a function of your own.
+
+        ``compat_v0_3`` (the default) serves protocol 0.3 clients too: its
+        JSON-RPC methods, its HTTP+JSON paths under ``{prefix}/rest/v1/``,
+        and its keys in the card (docs/compatibility.md). False serves 1.0 only.
         """
         name = name or "default"
         if not _NAME.match(name):
@@ -202,6 +207,7 @@ class A2AApp(QuartTrio):
                 prefix,
                 max_age=self.a2a_settings.card_max_age,
                 signer=self.card_signer,
+                compat_v0_3=compat_v0_3,
             ),
             host=host,
             well_known=owns_root,
@@ -210,6 +216,7 @@ class A2AApp(QuartTrio):
             secured=card_guard.declares_security,
             challenge=card_guard.challenge(),
             signer=self.card_signer,
+            compat_v0_3=compat_v0_3,
         )
         self.mounts[name] = mount
         if owns_root:

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from ..protocol import (
+    PROTOCOL_VERSION,
     AgentCard,
     Call,
     ExtendedAgentCardNotConfiguredError,
@@ -55,6 +56,8 @@ class AgentMount:
     challenge: str = ""
     #: Signs the extended card (the public card's signer is ``card.signer``).
     signer: CardSigner | None = None
+    #: Serve protocol 0.3 too: its method names and paths, and its card keys.
+    compat_v0_3: bool = True
     #: Signed extended cards by base URL, and the extended card they were made from.
     _signed_extended: dict[str, AgentCard] = field(default_factory=dict)
     _signed_from: AgentCard | None = None
@@ -115,8 +118,13 @@ class AgentMount:
         extensions: frozenset[str] = frozenset(),
         last_event_id: int | None = None,
         base_url: str = "",
+        version: str = PROTOCOL_VERSION,
     ) -> Outcome:
-        """Run one operation. Both bindings call this and only render the outcome."""
+        """Run one operation. Both bindings call this and only render the outcome.
+
+        ``version`` is the protocol the caller speaks; only push configs keep
+        it, so that their webhooks carry the body that version expects.
+        """
         host, request = self.host, call.request
         match call.operation:
             case Operation.SEND_MESSAGE:
