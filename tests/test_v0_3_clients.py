@@ -21,7 +21,10 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +45,8 @@ JS_SCRIPT = ROOT / "tests" / "interop" / "v0_3_js_client.mjs"
 INSTALL_TIMEOUT = 300
 #: Every scenario of one client on one binding, in one process.
 RUN_TIMEOUT = 90
-#: Nothing listens there: deliveries to it fail and are retried, quietly.
-WEBHOOK = "http://127.0.0.1:9/hook"
+#: Bound on waiting for the webhooks of one client's task.
+WEBHOOK_TIMEOUT = 20.0
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
 CLIENTS = ["a2a-sdk", "a2a-js"]
@@ -108,6 +111,49 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         process.stop()
 
 
+class Webhooks:
+    """A webhook receiver on 127.0.0.1 in a thread (the server is another process)."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[dict[str, str], Any]] = []
+        webhooks = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                webhooks.received.append((headers, json.loads(body)))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/hook"
+
+    def for_task(self, task_id: str, count: int) -> list[tuple[dict[str, str], Any]]:
+        """The first ``count`` webhooks about ``task_id``, once they have arrived."""
+        deadline = time.monotonic() + WEBHOOK_TIMEOUT
+        while True:
+            found = [(h, body) for h, body in self.received if body.get("id") == task_id]
+            if len(found) >= count or time.monotonic() > deadline:
+                return found[:count]
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def webhooks() -> Iterator[Webhooks]:
+    receiver = Webhooks()
+    thread = threading.Thread(target=receiver.http.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        receiver.http.shutdown()
+        receiver.http.server_close()
+
+
 def start_with_v1(server: ServerProcess, text: str) -> str:
     """A task started by a2a-sdk 1.x (returnImmediately); returns its id."""
 
@@ -137,7 +183,9 @@ def reports(server: ServerProcess) -> Reports:
 
 
 @pytest.fixture(params=[(c, b) for c in CLIENTS for b in BINDINGS], ids=lambda p: f"{p[0]}-{p[1]}")
-def seen(request: pytest.FixtureRequest, server: ServerProcess, reports: Reports) -> dict[str, Any]:
+def seen(
+    request: pytest.FixtureRequest, server: ServerProcess, reports: Reports, webhooks: Webhooks
+) -> dict[str, Any]:
     """What one 0.3 client saw on one binding, running every scenario once per module."""
     client, binding = request.param
     if (client, binding) not in reports:
@@ -149,7 +197,7 @@ def seen(request: pytest.FixtureRequest, server: ServerProcess, reports: Reports
         instructions = {
             "url": server.url,
             "transport": binding,
-            "webhook": WEBHOOK,
+            "webhook": webhooks.url,
             "v1_task": start_with_v1(server, "loop"),
         }
         done = subprocess.run(
@@ -254,11 +302,7 @@ def test_cancel_ends_the_task_canceled(seen: dict[str, Any]) -> None:
 def test_a_push_config_is_set_and_read_back(seen: dict[str, Any]) -> None:
     assert seen["push_set"]["taskId"] == seen["ask"]["id"]
     config = seen["push_set"]["pushNotificationConfig"]
-    assert (config["id"], config["url"], config["token"].endswith("0.3-token")) == (
-        "hook",
-        WEBHOOK,
-        True,
-    )
+    assert (config["id"], config["token"].endswith("0.3-token")) == ("hook", True)
     assert seen["push_get"] == seen["push_set"]
 
 
@@ -289,3 +333,27 @@ def test_a_1_0_client_reads_a_task_a_0_3_client_started(
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert task.history[0].parts[0].text == "echo from 0.3"
     assert task.artifacts[0].parts[0].text == "from 0.3"
+
+
+def test_webhooks_to_a_config_the_0_3_client_set_carry_a_task_a2a_sdk_0_3_reads(
+    seen: dict[str, Any], webhooks: Webhooks, python_sdk: Path
+) -> None:
+    # The follow-up's three events (working, artifact, completed), each as the task.
+    received = webhooks.for_task(seen["ask"]["id"], 3)
+    assert [body["status"]["state"] for _, body in received] == ["working", "working", "completed"]
+    token = seen["push_set"]["pushNotificationConfig"]["token"]
+    assert all(headers["x-a2a-notification-token"] == token for headers, _ in received)
+    check = (
+        "import json, sys; from a2a.types import Task; "
+        "tasks = [Task.model_validate(body) for body in json.load(sys.stdin)]; "
+        "print(json.dumps([task.status.state.value for task in tasks]))"
+    )
+    done = subprocess.run(
+        [str(python_sdk), "-c", check],
+        input=json.dumps([body for _, body in received]),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == ["working", "working", "completed"]

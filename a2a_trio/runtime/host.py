@@ -25,6 +25,7 @@ import trio
 from pydantic_core import PydanticSerializationError
 
 from ..protocol import (
+    PROTOCOL_VERSION,
     A2AError,
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
@@ -140,6 +141,9 @@ class _Execution:
     #: The message's retry key (owner, messageId, content digest), when retries
     #: are recognised (see AgentHost._remember).
     retry_key: RetryKey | None = None
+    #: The protocol version the message came in: a webhook config it carries
+    #: is kept with it, so that its webhooks have that version's body.
+    protocol: str = PROTOCOL_VERSION
     #: What the message started, once known: the task (and the log position of
     #: a continuation) or the direct answer; stored only if the client went
     #: away without its answer (``unanswered``).
@@ -363,6 +367,7 @@ class AgentHost:
         caller: Principal,
         extensions: frozenset[str],
         retry_key: RetryKey | None,
+        protocol: str = PROTOCOL_VERSION,
     ) -> tuple[_LiveTask, _Execution]:
         message = request.message
         if retry_key is not None:
@@ -404,7 +409,9 @@ class AgentHost:
         )
         if request.configuration and request.configuration.task_push_notification_config:
             await self._screen_webhook(request.configuration.task_push_notification_config)
-        execution = _Execution(context, continuing=stored is not None, retry_key=retry_key)
+        execution = _Execution(
+            context, continuing=stored is not None, retry_key=retry_key, protocol=protocol
+        )
         live = self._acquire(task_id, stored)
         try:
             self._spawn(self._run, live, execution)
@@ -496,11 +503,14 @@ class AgentHost:
         request: SendMessageRequest,
         caller: Principal,
         extensions: frozenset[str] = frozenset(),
+        *,
+        protocol: str = PROTOCOL_VERSION,
     ) -> Task | Message:
         """SendMessage: a Message answer, or the task once it settles.
 
         Blocking (the default) waits for a final or interrupted state, or for
         the execution to end; ``returnImmediately`` answers once the task exists.
+        ``protocol`` is the version the caller speaks (see :meth:`create_push_config`).
         """
         retry_key = await self._retry_key(request, caller)
         earlier = self._earlier(retry_key)
@@ -509,7 +519,7 @@ class AgentHost:
             answer = self._answer_again(earlier, request, caller)
             self._retry_answered(retry_key)
             return answer
-        live, execution = await self._begin(request, caller, extensions, retry_key)
+        live, execution = await self._begin(request, caller, extensions, retry_key, protocol)
         try:
             answer = await self._await_answer(live, execution, request.configuration)
         except A2AError:
@@ -554,6 +564,8 @@ class AgentHost:
         request: SendMessageRequest,
         caller: Principal,
         extensions: frozenset[str] = frozenset(),
+        *,
+        protocol: str = PROTOCOL_VERSION,
     ) -> TaskEventStream:
         """SendStreamingMessage: the stream of this message's events.
 
@@ -573,7 +585,7 @@ class AgentHost:
 
             stream.on_close(closed)
             return stream
-        live, execution = await self._begin(request, caller, extensions, retry_key)
+        live, execution = await self._begin(request, caller, extensions, retry_key, protocol)
         try:
             await execution.first.wait()
         except BaseException:
@@ -946,6 +958,7 @@ class AgentHost:
             kind="task",
             payload=payload,
             push_config=config,
+            push_protocol=execution.protocol,
             push=self.push_notifications,
         )
         self._remember(execution, task_id=task.id)
@@ -1275,15 +1288,24 @@ class AgentHost:
             ) from None
 
     async def create_push_config(
-        self, request: TaskPushNotificationConfig, caller: Principal
+        self,
+        request: TaskPushNotificationConfig,
+        caller: Principal,
+        *,
+        protocol: str = PROTOCOL_VERSION,
     ) -> TaskPushNotificationConfig:
+        """Save a webhook config; its webhooks carry the body of ``protocol``.
+
+        Over 1.0 that is each event as recorded (a StreamResponse); over 0.3
+        it is the task as it stands after each event, in the 0.3 JSON shape.
+        """
         self._require_push()
         if not request.task_id:
             raise InvalidParamsError("taskId: required")
         self._owned(request.task_id, caller)
         await self._screen_webhook(request)
         config = _bound_config(request, request.task_id)
-        self.store.save_push_config(self.name, caller.identifier, config)
+        self.store.save_push_config(self.name, caller.identifier, config, protocol=protocol)
         return config
 
     def get_push_config(

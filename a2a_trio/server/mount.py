@@ -129,13 +129,13 @@ class AgentMount:
         match call.operation:
             case Operation.SEND_MESSAGE:
                 self._check_extensions(extensions)
-                answer = await host.send_message(request, caller, extensions)
+                answer = await host.send_message(request, caller, extensions, protocol=version)
                 if isinstance(answer, Task):
                     return SendMessageResponse(task=answer)
                 return SendMessageResponse(message=answer)
             case Operation.SEND_STREAMING_MESSAGE:
                 self._check_extensions(extensions)
-                return await host.stream_message(request, caller, extensions)
+                return await host.stream_message(request, caller, extensions, protocol=version)
             case Operation.GET_TASK:
                 return host.get_task(request, caller)
             case Operation.LIST_TASKS:
@@ -145,7 +145,7 @@ class AgentMount:
             case Operation.SUBSCRIBE_TO_TASK:
                 return host.subscribe(request, caller, last_event_id)
             case Operation.CREATE_PUSH_CONFIG:
-                return await host.create_push_config(request, caller)
+                return await host.create_push_config(request, caller, protocol=version)
             case Operation.GET_PUSH_CONFIG:
                 return host.get_push_config(request, caller)
             case Operation.LIST_PUSH_CONFIGS:
