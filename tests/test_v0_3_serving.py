@@ -21,7 +21,8 @@ import sqlite_utils
 import trio
 
 from a2a_trio import A2AApp, TaskStore
-from a2a_trio.protocol import TaskPushNotificationConfig
+from a2a_trio.protocol import AgentCard, TaskPushNotificationConfig
+from a2a_trio.protocol.compat_v0_3 import card_for_both
 from a2a_trio.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 from .agents import ScriptedExecutor
@@ -299,3 +300,37 @@ def test_push_configs_of_an_older_database_are_kept_as_1_0_configs(tmp_path: Pat
         store.close()
     assert config == TaskPushNotificationConfig(id="c", task_id="t", url="https://hooks.example/x")
     assert protocol == "1.0" and version == SCHEMA_VERSION == 4
+
+
+SECURED_CARD = {
+    "securitySchemes": {
+        "oauth": {
+            "oauth2SecurityScheme": {
+                "flows": {
+                    "deviceCode": {
+                        "deviceAuthorizationUrl": "https://login.example/device",
+                        "tokenUrl": "https://login.example/token",
+                        "scopes": {"read": "Read"},
+                    },
+                }
+            }
+        },
+        "key": {"apiKeySecurityScheme": {"location": "header", "name": "X-Key"}},
+        "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}},
+    },
+    "securityRequirements": [{"schemes": {"oauth": {"list": ["read"]}}}],
+}
+
+
+def test_a2a_sdk_1_x_reads_the_1_0_card_from_the_card_served_for_both() -> None:
+    # a2a-sdk 1.x rebuilds a scheme from its 0.3 members when it sees `type`, and
+    # drops url, security, ...: what it ends with must be the 1.0 card itself.
+    from a2a.client.card_resolver import parse_agent_card
+    from google.protobuf.json_format import MessageToDict
+
+    card = AgentCard.model_validate(make_card().to_wire() | SECURED_CARD)
+    served = card_for_both(card)
+    assert served["securitySchemes"]["oauth"]["type"] == "oauth2"  # the 0.3 keys are there
+    assert MessageToDict(parse_agent_card(served)) == MessageToDict(
+        parse_agent_card(card.to_wire())
+    )
