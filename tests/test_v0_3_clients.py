@@ -196,6 +196,10 @@ def seen(
             command = [shutil.which("node") or "node", str(request.getfixturevalue("js_sdk"))]
         instructions = {
             "url": server.url,
+            # The 1.0 card may hold no 0.3 keys: 0.3 clients are pointed at
+            # the path 0.2 and 0.3 servers used (a2a-sdk 0.3 names it
+            # PREV_AGENT_CARD_WELL_KNOWN_PATH).
+            "card_path": "/.well-known/agent.json",
             "transport": binding,
             "webhook": webhooks.url,
             "v1_task": start_with_v1(server, "loop"),

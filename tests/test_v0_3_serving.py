@@ -123,7 +123,7 @@ async def test_a_0_3_error_has_its_reason_in_data(tmp_path: Path) -> None:
 # --- the switch -------------------------------------------------------------------------
 
 
-async def test_an_agent_without_0_3_knows_no_0_3_names_and_no_0_3_card_keys(
+async def test_an_agent_without_0_3_knows_no_0_3_names_and_has_no_0_3_card(
     tmp_path: Path,
 ) -> None:
     async with (
@@ -133,23 +133,32 @@ async def test_an_agent_without_0_3_knows_no_0_3_names_and_no_0_3_card_keys(
         with_header = await server.jsonrpc("message/send", {"message": message_v0_3("echo")})
         without = await call_v0_3(client, "message/send", {"message": message_v0_3("echo")})
         rest = await client.post("/rest/v1/message:send", json={}, headers={"A2A-Version": "1.0"})
-        card = (await client.get("/.well-known/agent-card.json")).json()
+        card = await client.get("/.well-known/agent.json")
     assert with_header["error"]["code"] == -32601
     assert without["error"]["code"] == -32009
     assert rest.status_code == 404
-    assert not {"protocolVersion", "url", "preferredTransport", "additionalInterfaces"} & set(card)
+    assert card.status_code == 404
 
 
-async def test_the_card_keeps_every_1_0_field_and_adds_the_0_3_ones(tmp_path: Path) -> None:
+V0_3_KEYS = {"protocolVersion", "url", "preferredTransport", "additionalInterfaces"}
+
+
+async def test_the_1_0_card_holds_no_0_3_keys(tmp_path: Path) -> None:
+    # The 1.0 schema allows no other keys (the conformance kit's CARD-STRUCT-001).
     async with live_server(tmp_path, serve_scripted()) as server:
         card = (await server.client.get("/.well-known/agent-card.json")).json()
-    assert [i["protocolBinding"] for i in card["supportedInterfaces"]] == ["JSONRPC", "HTTP+JSON"]
+    assert not V0_3_KEYS & set(card)
+
+
+async def test_the_0_3_card_keeps_every_1_0_field_and_adds_the_0_3_ones(tmp_path: Path) -> None:
+    async with live_server(tmp_path, serve_scripted()) as server:
+        one_zero = (await server.client.get("/.well-known/agent-card.json")).json()
+        card = (await server.client.get("/.well-known/agent.json")).json()
+    assert {key: card[key] for key in one_zero} == one_zero
     assert card["protocolVersion"] == "0.3.0"
     assert card["url"] == f"{server.url}/jsonrpc" and card["preferredTransport"] == "JSONRPC"
-    assert card["additionalInterfaces"][1] == {
-        "url": f"{server.url}/rest",
-        "transport": "HTTP+JSON",
-    }
+    rest = {"url": f"{server.url}/rest", "transport": "HTTP+JSON"}
+    assert card["additionalInterfaces"][1] == rest
 
 
 # --- streams ----------------------------------------------------------------------------

@@ -133,18 +133,18 @@ class ServedCard:
     use, so it is cached per base URL. With a ``signer`` the body is the
     signed card (see :meth:`CardSigner.sign`); it is signed once per base URL
     and again only when ``card`` is replaced (replace it, do not mutate it).
+    Its 0.3 form (``v0_3``, the 1.0 card with the keys a 0.3 client reads) is
+    rendered and cached beside it.
     """
 
     card: AgentCard
     prefix: str
     max_age: int = 300
     signer: CardSigner | None = None
-    #: Add the keys a 0.3 client reads (see ``compat_v0_3.card_for_both``).
-    compat_v0_3: bool = True
     last_modified: datetime = field(
         default_factory=lambda: datetime.now(UTC).replace(microsecond=0)
     )
-    _rendered: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    _rendered: dict[tuple[str, bool], tuple[bytes, str]] = field(default_factory=dict)
     _rendered_card: AgentCard | None = None
 
     def complete(self, base_url: str) -> AgentCard:
@@ -159,23 +159,23 @@ class ServedCard:
         """The card exactly as served at ``base_url``, signatures included."""
         return AgentCard.model_validate_json(self.render(base_url)[0])
 
-    def render(self, base_url: str) -> tuple[bytes, str]:
-        """The JSON body and its strong ETag."""
+    def render(self, base_url: str, *, v0_3: bool = False) -> tuple[bytes, str]:
+        """The JSON body and its strong ETag (of the 0.3 form with ``v0_3``)."""
         if self._rendered_card is not self.card:
             self._rendered.clear()
             self._rendered_card = self.card
-        cached = self._rendered.get(base_url)
+        cached = self._rendered.get((base_url, v0_3))
         if cached is None:
             card = self.complete(base_url)
-            if self.signer is None and not self.compat_v0_3:
+            if self.signer is None and not v0_3:
                 body = card.to_json().encode()
             else:
-                document = card_document(card, self.signer, v0_3=self.compat_v0_3)
+                document = card_document(card, self.signer, v0_3=v0_3)
                 body = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
             etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
             if len(self._rendered) > 64:  # many Host headers: do not grow without bound
                 self._rendered.clear()
-            cached = self._rendered[base_url] = (body, etag)
+            cached = self._rendered[base_url, v0_3] = (body, etag)
         return cached
 
     def headers(self, etag: str) -> dict[str, str]:
@@ -187,10 +187,10 @@ class ServedCard:
 
 
 def card_response(
-    served: ServedCard, base_url: str, if_none_match: str | None
+    served: ServedCard, base_url: str, if_none_match: str | None, *, v0_3: bool = False
 ) -> tuple[int, bytes, dict[str, str]]:
     """Status, body and headers of a card GET: 304 when ``If-None-Match`` names its ETag."""
-    body, etag = served.render(base_url)
+    body, etag = served.render(base_url, v0_3=v0_3)
     headers = served.headers(etag) | {"Access-Control-Allow-Origin": "*"}
     match = (if_none_match or "").strip()
     if match and (match == "*" or etag in (tag.strip() for tag in match.split(","))):
