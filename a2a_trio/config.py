@@ -130,6 +130,8 @@ class AgentSettings(_Section):
     card: str | dict[str, Any]
     extended_card: str | dict[str, Any] | None = None
     well_known: bool | None = None
+    #: Serve protocol 0.3 clients too (docs/compatibility.md).
+    compat_0_3: bool = True
 
 
 class Settings(_Section):
@@ -273,6 +275,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
                 extended_card=agent.extended_card,
                 authenticators=authenticators,
                 guard=settings.guard,
+                compat_v0_3=agent.compat_0_3,
             )
         except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
             raise ConfigError(f"agents[{index}] ({agent.name}): {error}") from None

@@ -220,9 +220,10 @@ async def test_the_served_card_carries_a_signature_that_verifies(
 ) -> None:
     async with live_server(tmp_path, mount_tricky, card_signer=signer) as server:
         document = (await server.client.get("/.well-known/agent-card.json")).json()
-    [entry] = document["signatures"]
-    header = json.loads(_b64(entry["protected"]))
-    assert header == {"alg": signer.algorithm, "kid": "card-key-1", "typ": "JOSE"}
+    # Over the card as served, and over its 1.0 form (see the 0.3 keys below).
+    for entry in document["signatures"]:
+        header = json.loads(_b64(entry["protected"]))
+        assert header == {"alg": signer.algorithm, "kid": "card-key-1", "typ": "JOSE"}
     assert verify_card(document, CardKeys.from_pem(public_pem(key))).kid == "card-key-1"
 
 
@@ -297,15 +298,22 @@ def sdk_card(document: dict[str, Any]) -> Any:
     return ParseDict(document, SdkCard())
 
 
+#: The 1.0 card, and its 0.3 form (signed twice, see test_the_0_3_card_...).
+CARD_PATHS = ["/.well-known/agent-card.json", "/.well-known/agent.json"]
+
+
+@pytest.mark.parametrize("path", CARD_PATHS)
 async def test_a2a_sdk_verifies_the_card_a2a_trio_signs(
-    tmp_path: Path, signer: CardSigner, key: Any
+    tmp_path: Path, signer: CardSigner, key: Any, path: str
 ) -> None:
+    from a2a.client.card_resolver import parse_agent_card
     from a2a.utils.signing import create_signature_verifier
 
     async with live_server(tmp_path, mount_tricky, card_signer=signer) as server:
-        document = (await server.client.get("/.well-known/agent-card.json")).json()
+        document = (await server.client.get(path)).json()
     verifier = create_signature_verifier(lambda kid, jku: key.public_key(), [signer.algorithm])
-    verifier(sdk_card(document))  # raises InvalidSignaturesError when it does not verify
+    # Read as its client reads a fetched card (0.3 keys are dropped there).
+    verifier(parse_agent_card(document))  # raises InvalidSignaturesError when it does not verify
 
 
 async def test_a2a_trio_card_verify_accepts_a_card_a2a_sdk_signs(
@@ -391,16 +399,23 @@ def node_sdk() -> Callable[[dict[str, Any]], dict[str, Any]]:
     return run
 
 
+@pytest.mark.parametrize("path", CARD_PATHS)
 async def test_a2a_js_verifies_the_card_a2a_trio_signs(
-    tmp_path: Path, signer: CardSigner, key: Any, node_sdk: Callable[..., dict[str, Any]]
+    tmp_path: Path,
+    signer: CardSigner,
+    key: Any,
+    node_sdk: Callable[..., dict[str, Any]],
+    path: str,
 ) -> None:
     async with live_server(tmp_path, mount_tricky, card_signer=signer) as server:
-        document = (await server.client.get("/.well-known/agent-card.json")).json()
+        document = (await server.client.get(path)).json()
     answer = node_sdk(
         {"mode": "verify", "card": document, "alg": signer.algorithm, "publicKey": public_pem(key)}
     )
     assert answer.get("error") is None and answer["verified"] is True
-    assert answer["canonical"].encode() == signed_payload(document)
+    # It reads the card into its 1.0 model first: 0.3 keys are not in its form.
+    one_zero_form = AgentCard.model_validate(document).to_wire()
+    assert answer["canonical"].encode() == signed_payload(one_zero_form)
 
 
 async def test_a2a_trio_card_verify_accepts_a_card_a2a_js_signs(
@@ -564,3 +579,31 @@ async def test_the_client_connects_when_the_card_verifies(
     url, _, key = signed_tricky
     async with await A2AClient.connect(url, card_keys=CardKeys.from_pem(public_pem(key))) as c:
         assert isinstance(c.card, AgentCard) and c.card.name == "Café Agent ☕"
+
+
+# --- the 0.3 keys ---------------------------------------------------------------------
+
+
+async def test_the_0_3_card_is_signed_over_its_0_3_keys_and_over_its_1_0_form(
+    tmp_path: Path, signer: CardSigner, key: Any
+) -> None:
+    async with live_server(tmp_path, mount_tricky, card_signer=signer) as server:
+        document = (await server.client.get("/.well-known/agent.json")).json()
+        one_zero = (await server.client.get("/.well-known/agent-card.json")).json()
+    assert len(document["signatures"]) == 2
+    keys = CardKeys.from_pem(public_pem(key))
+    verify_card({**one_zero, "signatures": document["signatures"][1:]}, keys)
+    assert verify_card(document, keys).index == 0
+    document["url"] = "https://elsewhere.example/jsonrpc"  # where a 0.3 client would go
+    with pytest.raises(CardSignatureError, match="does not match the card"):
+        verify_card(document, keys)
+
+
+async def test_the_1_0_card_is_signed_once_and_holds_no_0_3_keys(
+    tmp_path: Path, signer: CardSigner, key: Any
+) -> None:
+    async with live_server(tmp_path, mount_tricky, card_signer=signer) as server:
+        document = (await server.client.get("/.well-known/agent-card.json")).json()
+    assert "url" not in document and "protocolVersion" not in document
+    assert len(document["signatures"]) == 1
+    verify_card(document, CardKeys.from_pem(public_pem(key)))

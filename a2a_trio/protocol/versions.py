@@ -22,6 +22,9 @@ def negotiate_version(value: str | None, *, supported: frozenset[str] = SUPPORTE
     Patch numbers are ignored (``1.0.2`` is ``1.0``); a missing or empty value
     means 0.3. Anything not in ``supported`` raises VersionNotSupportedError.
     """
+    if value == PROTOCOL_VERSION and value in supported:
+        # What every 1.0 client sends: no regular expression on the hot path.
+        return PROTOCOL_VERSION
     text = (value or "").strip()
     if not text:
         version = LEGACY_VERSION

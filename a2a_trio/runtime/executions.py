@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import trio
 
 from ..protocol import (
+    PROTOCOL_VERSION,
     A2AError,
     InternalError,
     InvalidAgentResponseError,
@@ -69,6 +70,9 @@ class Execution:
     #: when retries are recognised (see Retries).
     retry_key: RetryKey | None = None
     retry_message: Message | None = None
+    #: The protocol version the message came in: a webhook config it carries
+    #: is kept with it, so that its webhooks have that version's body.
+    protocol: str = PROTOCOL_VERSION
     #: What the message started, once known: the task (and the log position of
     #: a continuation) or the direct answer; stored only if the client went
     #: away without its answer (``unanswered``).

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import trio
 
 from ..protocol import (
+    PROTOCOL_VERSION,
     A2AError,
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
@@ -232,6 +233,7 @@ class AgentHost:
         caller: Principal,
         extensions: frozenset[str],
         retry_key: RetryKey | None,
+        protocol: str = PROTOCOL_VERSION,
     ) -> tuple[LiveTask, Execution]:
         message = request.message
         if retry_key is not None:
@@ -278,6 +280,7 @@ class AgentHost:
             continuing=stored is not None,
             retry_key=retry_key,
             retry_message=request.message if retry_key is not None else None,
+            protocol=protocol,
         )
         live = self._live.acquire(task_id, stored)
         try:
@@ -292,11 +295,14 @@ class AgentHost:
         request: SendMessageRequest,
         caller: Principal,
         extensions: frozenset[str] = frozenset(),
+        *,
+        protocol: str = PROTOCOL_VERSION,
     ) -> Task | Message:
         """SendMessage: a Message answer, or the task once it settles.
 
         Blocking (the default) waits for a final or interrupted state, or for
         the execution to end; ``returnImmediately`` answers once the task exists.
+        ``protocol`` is the version the caller speaks (see :meth:`create_push_config`).
         """
         retry_key = self._retries.key(request, caller)
         earlier = await self._retries.earlier(retry_key, request.message)
@@ -304,7 +310,7 @@ class AgentHost:
             answer = self._answer_again(earlier.receipt, request, caller)
             self._retries.answered_again(earlier)
             return answer
-        live, execution = await self._begin(request, caller, extensions, retry_key)
+        live, execution = await self._begin(request, caller, extensions, retry_key, protocol)
         try:
             answer = await self._await_answer(live, execution, request.configuration)
         except A2AError:
@@ -349,6 +355,8 @@ class AgentHost:
         request: SendMessageRequest,
         caller: Principal,
         extensions: frozenset[str] = frozenset(),
+        *,
+        protocol: str = PROTOCOL_VERSION,
     ) -> TaskEventStream:
         """SendStreamingMessage: the stream of this message's events.
 
@@ -368,7 +376,7 @@ class AgentHost:
 
             stream.on_close(closed)
             return stream
-        live, execution = await self._begin(request, caller, extensions, retry_key)
+        live, execution = await self._begin(request, caller, extensions, retry_key, protocol)
         try:
             await execution.first.wait()
         except BaseException:
@@ -570,15 +578,24 @@ class AgentHost:
             ) from None
 
     async def create_push_config(
-        self, request: TaskPushNotificationConfig, caller: Principal
+        self,
+        request: TaskPushNotificationConfig,
+        caller: Principal,
+        *,
+        protocol: str = PROTOCOL_VERSION,
     ) -> TaskPushNotificationConfig:
+        """Save a webhook config; its webhooks carry the body of ``protocol``.
+
+        Over 1.0 that is each event as recorded (a StreamResponse); over 0.3
+        it is the task as it stands after each event, in the 0.3 JSON shape.
+        """
         self._require_push()
         if not request.task_id:
             raise InvalidParamsError("taskId: required")
         self._owned(request.task_id, caller)
         await self._screen_webhook(request)
         config = _bound_config(request, request.task_id)
-        self.store.save_push_config(self.name, caller.identifier, config)
+        self.store.save_push_config(self.name, caller.identifier, config, protocol=protocol)
         return config
 
     def get_push_config(

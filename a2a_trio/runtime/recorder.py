@@ -283,6 +283,7 @@ class Recorder:
             kind="task",
             payload=payload,
             push_config=config,
+            push_protocol=execution.protocol,
             push=self.push_notifications,
         )
         self._retries.remember(execution, task_id=task.id)

@@ -28,6 +28,10 @@ from .mount import AgentMount, Authenticate
 __all__ = ["A2AApp", "LazyApp"]
 
 WELL_KNOWN_PATH = "/.well-known/agent-card.json"
+#: Where 0.2 and 0.3 servers served the card (a2a-sdk 0.3's
+#: PREV_AGENT_CARD_WELL_KNOWN_PATH): the card with its 0.3 keys is served
+#: there, since the 1.0 card at WELL_KNOWN_PATH may hold no other keys.
+V0_3_CARD_PATH = "/.well-known/agent.json"
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 ExecutorSource = AgentExecutor | type[AgentExecutor] | str
@@ -97,8 +101,9 @@ class A2AApp(QuartTrio):
         self._root_route_added = False
         #: Mounts whose protocol routes __call__ answers, longest prefix first.
         self._protocol_routes: list[AgentMount] = []
-        #: Card paths (GET answered in __call__) and the agent each belongs to.
-        self._card_routes: dict[str, AgentMount] = {}
+        #: Card paths (GET answered in __call__), the agent each belongs to, and
+        #: whether it is the card's 0.3 form.
+        self._card_routes: dict[str, tuple[AgentMount, bool]] = {}
         #: Delivers every agent's webhooks from the outbox (see a2a_trio.push).
         self.push = PushDispatcher(self.store, self.push_settings)
         self._push_scope: trio.CancelScope | None = None
@@ -138,6 +143,7 @@ class A2AApp(QuartTrio):
         authenticators: Mapping[str, Authenticator] | None = None,
         guard: str | None = None,
         authenticate: Authenticate | None = None,
+        compat_v0_3: bool = True,
     ) -> AgentMount:
         """Serve an agent under ``prefix``.
 
@@ -145,7 +151,8 @@ class A2AApp(QuartTrio):
         when no agent claims it explicitly, the first agent mounted (without
         ``well_known=False``) owns it. A second explicit claim is an error.
         The root route is added when the app starts. The card routes are Quart
-        routes named ``a2a.<name>.well-known`` and ``a2a.<name>.card``; the
+        routes named ``a2a.<name>.well-known`` and ``a2a.<name>.card`` (and
+        ``...-v0-3`` for the 0.3 form); the
         protocol routes (``{prefix}/jsonrpc``, ``{prefix}/rest/...``) are
         answered before Quart's routing (see :mod:`a2a_trio.server.asgi`).
 
@@ -154,6 +161,11 @@ class A2AApp(QuartTrio):
         to its :class:`Authenticator`, and ``guard`` names the scheme whose
         identifier owns tasks (the first satisfied one when unset).
         ``authenticate`` replaces all of that with a function of your own.
+
+        ``compat_v0_3`` (the default) serves protocol 0.3 clients too: its
+        JSON-RPC methods, its HTTP+JSON paths under ``{prefix}/rest/v1/``,
+        and the card with its 0.3 keys at ``{prefix}/.well-known/agent.json``
+        (docs/compatibility.md). False serves 1.0 only.
         """
         name = name or "default"
         if not _NAME.match(name):
@@ -210,6 +222,7 @@ class A2AApp(QuartTrio):
             secured=card_guard.declares_security,
             challenge=card_guard.challenge(),
             signer=self.card_signer,
+            compat_v0_3=compat_v0_3,
         )
         self.mounts[name] = mount
         if owns_root:
@@ -225,28 +238,41 @@ class A2AApp(QuartTrio):
         if owner is None or self._root_route_added:
             return
         self._root_route_added = True
-        self._card_routes[WELL_KNOWN_PATH] = owner
-        view = self.view_functions[f"a2a.{owner.name}.card"]
-        self.add_url_rule(WELL_KNOWN_PATH, f"a2a.{owner.name}.well-known", view, methods=["GET"])
+        for path, v0_3 in self._card_paths(owner, ""):
+            self._card_routes[path] = (owner, v0_3)
+            suffix = "well-known-v0-3" if v0_3 else "well-known"
+            view = self.view_functions[f"a2a.{owner.name}.{'card-v0-3' if v0_3 else 'card'}"]
+            self.add_url_rule(path, f"a2a.{owner.name}.{suffix}", view, methods=["GET"])
+
+    @staticmethod
+    def _card_paths(mount: AgentMount, prefix: str) -> list[tuple[str, bool]]:
+        """The card paths of ``mount`` under ``prefix``: (path, whether it is the 0.3 form)."""
+        paths = [(f"{prefix}{WELL_KNOWN_PATH}", False)]
+        if mount.compat_v0_3:
+            paths.append((f"{prefix}{V0_3_CARD_PATH}", True))
+        return paths
 
     def _add_routes(self, mount: AgentMount) -> None:
         settings = self.a2a_settings
         served = mount.card
-
-        async def card_view() -> Response:
-            # GET is answered in __call__; this serves HEAD (and OPTIONS) the same way.
-            status, body, headers = card_response(
-                served, base_url(request, settings), request.headers.get("If-None-Match")
-            )
-            if status == 304:
-                return Response(b"", status=304, headers=headers)
-            return Response(body, status=200, headers=headers, content_type=JSON_CONTENT_TYPE)
-
         base = f"a2a.{mount.name}"
-        self.add_url_rule(
-            f"{mount.prefix}{WELL_KNOWN_PATH}", f"{base}.card", card_view, methods=["GET"]
-        )
-        self._card_routes[f"{mount.prefix}{WELL_KNOWN_PATH}"] = mount
+        for path, v0_3 in self._card_paths(mount, mount.prefix):
+
+            async def card_view(v0_3: bool = v0_3) -> Response:
+                # GET is answered in __call__; this serves HEAD (and OPTIONS) the same way.
+                status, body, headers = card_response(
+                    served,
+                    base_url(request, settings),
+                    request.headers.get("If-None-Match"),
+                    v0_3=v0_3,
+                )
+                if status == 304:
+                    return Response(b"", status=304, headers=headers)
+                return Response(body, status=200, headers=headers, content_type=JSON_CONTENT_TYPE)
+
+            name = f"{base}.card-v0-3" if v0_3 else f"{base}.card"
+            self.add_url_rule(path, name, card_view, methods=["GET"])
+            self._card_routes[path] = (mount, v0_3)
         # Protocol routes are answered in __call__, before Quart (see server.asgi).
         self._protocol_routes.append(mount)
         self._protocol_routes.sort(key=lambda m: len(m.prefix), reverse=True)
@@ -277,17 +303,22 @@ class A2AApp(QuartTrio):
             if route is not None:
                 await self._serve_protocol(route, scope, receive, send)
                 return
-            card_owner = self._card_routes.get(scope["path"])
-            if card_owner is not None and scope["method"] == "GET":
-                await self._serve_card(card_owner, scope, receive, send)
+            card_route = self._card_routes.get(scope["path"])
+            if card_route is not None and scope["method"] == "GET":
+                await self._serve_card(*card_route, scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
 
-    async def _serve_card(self, mount: AgentMount, scope: Any, receive: Any, send: Any) -> None:
+    async def _serve_card(
+        self, mount: AgentMount, v0_3: bool, scope: Any, receive: Any, send: Any
+    ) -> None:
         """GET of a card, the most frequent request after messages (clients poll it)."""
         request = ProtocolRequest(scope, receive)
         status, body, headers = card_response(
-            mount.card, base_url(request, self.a2a_settings), request.header("If-None-Match")
+            mount.card,
+            base_url(request, self.a2a_settings),
+            request.header("If-None-Match"),
+            v0_3=v0_3,
         )
         content_type = JSON_CONTENT_TYPE if status == 200 else None
         await ProtocolResponse(status, body, content_type, headers).send(send, receive)

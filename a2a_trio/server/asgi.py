@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl
 import trio
 from werkzeug.http import parse_cookie
 
-from ..protocol import PayloadTooLargeError, RequestTimeoutError
+from ..protocol import PayloadTooLargeError, RequestTimeoutError, StreamResponse
 from ..protocol.sse import KEEPALIVE, format_event
 from ..runtime import TaskEventStream
 
@@ -143,10 +143,14 @@ class ProtocolRequest:
 
 @dataclass(frozen=True, slots=True)
 class EventStreamBody:
-    """An SSE body: each event's JSON text wrapped by ``render``, with keep-alives."""
+    """An SSE body: each event rendered by ``render(event, its JSON text)``, with keep-alives.
+
+    A 1.0 stream wraps the recorded JSON text as it is; a 0.3 stream writes
+    the event in its own shape.
+    """
 
     stream: TaskEventStream
-    render: Callable[[str], str]
+    render: Callable[[StreamResponse, str], str]
     keepalive: float
 
 
@@ -205,13 +209,13 @@ async def _relay(body: EventStreamBody, send: Send) -> bytes:
             # receive_rendered() is cancel-safe: a keep-alive timeout loses nothing.
             with trio.move_on_after(body.keepalive) as timer:
                 try:
-                    seq, _, text = await stream.receive_rendered()
+                    seq, event, text = await stream.receive_rendered()
                 except trio.EndOfChannel:
                     return b""
             if timer.cancelled_caught:
                 await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
                 continue
-            frames = [format_event(body.render(text), event_id=seq)]
+            frames = [format_event(body.render(event, text), event_id=seq)]
             while True:
                 try:
                     ready = stream.receive_ready()
@@ -219,7 +223,7 @@ async def _relay(body: EventStreamBody, send: Send) -> bytes:
                     return b"".join(frames)
                 if ready is None:
                     break
-                frames.append(format_event(body.render(ready[2]), event_id=ready[0]))
+                frames.append(format_event(body.render(ready[1], ready[2]), event_id=ready[0]))
             await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
     except Exception:
         log.exception("event stream failed")

@@ -22,11 +22,21 @@ from ..protocol import (
     InternalError,
     InvalidParamsError,
     MethodNotAllowedError,
+    StreamResponse,
     negotiate_version,
     parse_jsonrpc,
     parse_rest,
 )
+from ..protocol.compat_v0_3 import (
+    error_to_v0_3,
+    is_v0_3_path,
+    jsonrpc_version,
+    parse_rest_v0_3,
+    resolve_v0_3_method,
+    rest_error_to_v0_3,
+)
 from ..protocol.operations import Loads, resolve_method, yielding_loads
+from ..protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
 from ..runtime import TaskEventStream
 from .asgi import (
     JSON_CONTENT_TYPE,
@@ -36,6 +46,13 @@ from .asgi import (
     ProtocolResponse,
 )
 from .auth import RequestCredentials
+from .compat_v0_3 import (
+    dumps,
+    jsonrpc_event_v0_3,
+    jsonrpc_result_v0_3,
+    rest_body_v0_3,
+    rest_event_v0_3,
+)
 from .mount import AgentMount, Outcome
 
 __all__ = ["ServerSettings", "base_url", "handle_jsonrpc", "handle_rest"]
@@ -129,13 +146,13 @@ def _json(
     return ProtocolResponse(status, data, headers=headers or {})
 
 
-def _as_is(text: str) -> str:
+def _as_is(_: StreamResponse, text: str) -> str:
     return text
 
 
 def _event_stream(
     stream: TaskEventStream,
-    render: Callable[[str], str],
+    render: Callable[[StreamResponse, str], str],
     keepalive: float,
 ) -> ProtocolResponse:
     return ProtocolResponse(
@@ -174,6 +191,7 @@ async def _perform(
     settings: ServerSettings,
     parse: Callable[[Loads], Call],
     size: int = 0,
+    version: str = PROTOCOL_VERSION,
 ) -> Outcome:
     """Authenticate the caller, then resolve and run the operation.
 
@@ -189,6 +207,7 @@ async def _perform(
         extensions=_extensions(request),
         last_event_id=_last_event_id(request),
         base_url=base_url(request, settings),
+        version=version,
     )
 
 
@@ -201,10 +220,9 @@ def _jsonrpc_result(request_id: Any, payload: str) -> str:
     return f'{{"jsonrpc":"2.0","id":{id_text},"result":{payload}}}'
 
 
-def _jsonrpc_error(request_id: Any, error: A2AError) -> ProtocolResponse:
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": request_id, "error": error.to_jsonrpc()}, separators=(",", ":")
-    )
+def _jsonrpc_error(request_id: Any, error: A2AError, *, v0_3: bool = False) -> ProtocolResponse:
+    member = error_to_v0_3(error) if v0_3 else error.to_jsonrpc()
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": member}, separators=(",", ":"))
     status = error.http_status if error.http_status in _JSONRPC_HTTP_STATUSES else 200
     return _json(body, status, _challenge(error))
 
@@ -226,6 +244,7 @@ async def handle_jsonrpc(
             {"Allow": "POST"},
         )
     request_id: Any = None
+    v0_3 = False
     try:
         if not _is_json(request.content_type):
             raise ContentTypeNotSupportedError(
@@ -235,43 +254,67 @@ async def handle_jsonrpc(
         body = await request.body(settings.max_body_bytes, settings.body_timeout)
         envelope = await _decode(lambda loads: parse_jsonrpc(body, loads), len(body))
         request_id = envelope.id
-        negotiate_version(_version(request))
         limits = mount.host.settings.limits
+        # A 0.3 method name decides alone (0.3 clients send no A2A-Version);
+        # for a 1.0 name this is the negotiation it always was.
+        if mount.compat_v0_3:
+            v0_3 = jsonrpc_version(envelope.method, _version(request)) == LEGACY_VERSION
+        else:
+            negotiate_version(_version(request))
+        resolve = resolve_v0_3_method if v0_3 else resolve_method
         outcome = await _perform(
-            request, mount, settings, lambda _: resolve_method(envelope, limits), len(body)
+            request,
+            mount,
+            settings,
+            lambda _: resolve(envelope, limits),
+            len(body),
+            LEGACY_VERSION if v0_3 else PROTOCOL_VERSION,
         )
     except A2AError as error:
-        return _jsonrpc_error(getattr(error, "request_id", request_id), error)
+        return _jsonrpc_error(getattr(error, "request_id", request_id), error, v0_3=v0_3)
     except ClientGone:
         raise
     except Exception:
         log.exception("JSON-RPC request failed")
-        return _jsonrpc_error(request_id, InternalError())
+        return _jsonrpc_error(request_id, InternalError(), v0_3=v0_3)
     if isinstance(outcome, TaskEventStream):
+        if v0_3:
+            return _event_stream(
+                outcome,
+                lambda event, _: _jsonrpc_result(request_id, jsonrpc_event_v0_3(event)),
+                settings.keepalive_interval,
+            )
         return _event_stream(
             outcome,
-            lambda text: _jsonrpc_result(request_id, text),
+            lambda _, text: _jsonrpc_result(request_id, text),
             settings.keepalive_interval,
         )
+    if v0_3:
+        result = dumps(jsonrpc_result_v0_3(outcome, mount.signer))
+        return _json(_jsonrpc_result(request_id, result))
     return _json(_jsonrpc_result(request_id, outcome.to_json()))
 
 
 # --- HTTP+JSON ----------------------------------------------------------------
 
 
-def _rest_error(error: A2AError) -> ProtocolResponse:
+def _rest_error(error: A2AError, *, v0_3: bool = False) -> ProtocolResponse:
     headers = _challenge(error) or {}
     if isinstance(error, MethodNotAllowedError) and error.allowed:
         headers["Allow"] = ", ".join(error.allowed)
-    return _json(json.dumps(error.to_http(), separators=(",", ":")), error.http_status, headers)
+    body = rest_error_to_v0_3(error) if v0_3 else error.to_http()
+    return _json(json.dumps(body, separators=(",", ":")), error.http_status, headers)
 
 
 async def handle_rest(
     request: ProtocolRequest, mount: AgentMount, settings: ServerSettings, path: str
 ) -> ProtocolResponse:
-    """``{prefix}/rest/{path}``: every HTTP+JSON route (spec 11.3)."""
+    """``{prefix}/rest/{path}``: every HTTP+JSON route (spec 11.3), and 0.3's under ``/v1/``."""
+    # A path only 0.3 has decides alone (0.3 clients send no A2A-Version).
+    v0_3 = mount.compat_v0_3 and is_v0_3_path(path)
     try:
-        negotiate_version(_version(request))
+        if not v0_3:
+            negotiate_version(_version(request))
         body = b""
         if request.method in ("POST", "PUT", "PATCH"):
             body = await request.body(settings.max_body_bytes, settings.body_timeout)
@@ -283,20 +326,28 @@ async def handle_rest(
                 )
         query = request.query
         limits = mount.host.settings.limits
+        parse = parse_rest_v0_3 if v0_3 else parse_rest
         outcome = await _perform(
             request,
             mount,
             settings,
-            lambda loads: parse_rest(request.method, path, query, body, limits, loads),
+            lambda loads: parse(request.method, path, query, body, limits, loads),
             len(body),
+            LEGACY_VERSION if v0_3 else PROTOCOL_VERSION,
         )
     except A2AError as error:
-        return _rest_error(error)
+        return _rest_error(error, v0_3=v0_3)
     except ClientGone:
         raise
     except Exception:
         log.exception("HTTP+JSON request failed")
-        return _rest_error(InternalError())
+        return _rest_error(InternalError(), v0_3=v0_3)
     if isinstance(outcome, TaskEventStream):
+        if v0_3:
+            return _event_stream(
+                outcome, lambda event, _: rest_event_v0_3(event), settings.keepalive_interval
+            )
         return _event_stream(outcome, _as_is, settings.keepalive_interval)
+    if v0_3:
+        return _json(dumps(rest_body_v0_3(outcome, mount.signer)))
     return _json(outcome.to_json())

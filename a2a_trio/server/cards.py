@@ -13,16 +13,19 @@ from email.utils import format_datetime
 from typing import Any
 
 from ..protocol import PROTOCOL_VERSION, AgentCard, AgentInterface
+from ..protocol.compat_v0_3 import card_for_both
 from ..protocol.signing import CardSigner
 
 __all__ = [
     "CardSource",
     "ServedCard",
+    "card_document",
     "card_problems",
     "card_response",
     "import_object",
     "resolve_card",
     "signed_card",
+    "v0_3_card_document",
 ]
 
 #: A card, its JSON mapping, an import path ("pkg.mod:obj"), a callable that
@@ -82,6 +85,36 @@ def interfaces_for(base_url: str, prefix: str) -> list[AgentInterface]:
     ]
 
 
+def card_document(card: AgentCard, signer: CardSigner | None, *, v0_3: bool) -> dict[str, Any]:
+    """A card as served: with the 0.3 keys when ``v0_3``, then signed by ``signer``.
+
+    With the 0.3 keys, ``signer`` signs twice. The first signature covers
+    the card as served, 0.3 keys included: what :func:`verify_card` (and any
+    verifier of the received JSON) checks. The second covers the 1.0 form:
+    a2a-sdk and @a2a-js/sdk 1.x read a card into their 1.0 model before they
+    canonicalise it, which drops the 0.3 keys, so only that one verifies
+    there. A card that carries signatures made elsewhere (a registry's, say)
+    keeps its 1.0 form: they cover that form only.
+    """
+    if not v0_3 or card.signatures:
+        document = card.to_wire()
+        return signer.sign(document) if signer is not None else document
+    document = card_for_both(card)
+    if signer is None:
+        return document
+    signed = signer.sign(document)
+    signed["signatures"].append(signer.signature(card.to_wire()))
+    return signed
+
+
+def v0_3_card_document(served: AgentCard, signer: CardSigner | None) -> dict[str, Any]:
+    """A card :func:`signed_card` made, as a 0.3 reader gets it: signed again with its 0.3 keys."""
+    if signer is not None and served.signatures:
+        # signed_card appended this signer's signature last; it is made again.
+        served = served.model_copy(update={"signatures": served.signatures[:-1] or None})
+    return card_document(served, signer, v0_3=True)
+
+
 def signed_card(card: AgentCard, signer: CardSigner) -> AgentCard:
     """``card`` with ``signer``'s signature appended, as a model (the extended card's form).
 
@@ -100,6 +133,8 @@ class ServedCard:
     use, so it is cached per base URL. With a ``signer`` the body is the
     signed card (see :meth:`CardSigner.sign`); it is signed once per base URL
     and again only when ``card`` is replaced (replace it, do not mutate it).
+    Its 0.3 form (``v0_3``, the 1.0 card with the keys a 0.3 client reads) is
+    rendered and cached beside it.
     """
 
     card: AgentCard
@@ -109,7 +144,7 @@ class ServedCard:
     last_modified: datetime = field(
         default_factory=lambda: datetime.now(UTC).replace(microsecond=0)
     )
-    _rendered: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    _rendered: dict[tuple[str, bool], tuple[bytes, str]] = field(default_factory=dict)
     _rendered_card: AgentCard | None = None
 
     def complete(self, base_url: str) -> AgentCard:
@@ -124,23 +159,23 @@ class ServedCard:
         """The card exactly as served at ``base_url``, signatures included."""
         return AgentCard.model_validate_json(self.render(base_url)[0])
 
-    def render(self, base_url: str) -> tuple[bytes, str]:
-        """The JSON body and its strong ETag."""
+    def render(self, base_url: str, *, v0_3: bool = False) -> tuple[bytes, str]:
+        """The JSON body and its strong ETag (of the 0.3 form with ``v0_3``)."""
         if self._rendered_card is not self.card:
             self._rendered.clear()
             self._rendered_card = self.card
-        cached = self._rendered.get(base_url)
+        cached = self._rendered.get((base_url, v0_3))
         if cached is None:
             card = self.complete(base_url)
-            if self.signer is None:
+            if self.signer is None and not v0_3:
                 body = card.to_json().encode()
             else:
-                signed = self.signer.sign(card.to_wire())
-                body = json.dumps(signed, ensure_ascii=False, separators=(",", ":")).encode()
+                document = card_document(card, self.signer, v0_3=v0_3)
+                body = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
             etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
             if len(self._rendered) > 64:  # many Host headers: do not grow without bound
                 self._rendered.clear()
-            cached = self._rendered[base_url] = (body, etag)
+            cached = self._rendered[base_url, v0_3] = (body, etag)
         return cached
 
     def headers(self, etag: str) -> dict[str, str]:
@@ -152,10 +187,10 @@ class ServedCard:
 
 
 def card_response(
-    served: ServedCard, base_url: str, if_none_match: str | None
+    served: ServedCard, base_url: str, if_none_match: str | None, *, v0_3: bool = False
 ) -> tuple[int, bytes, dict[str, str]]:
     """Status, body and headers of a card GET: 304 when ``If-None-Match`` names its ETag."""
-    body, etag = served.render(base_url)
+    body, etag = served.render(base_url, v0_3=v0_3)
     headers = served.headers(etag) | {"Access-Control-Allow-Origin": "*"}
     match = (if_none_match or "").strip()
     if match and (match == "*" or etag in (tag.strip() for tag in match.split(","))):

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from ..protocol import (
+    PROTOCOL_VERSION,
     AgentCard,
     Call,
     ExtendedAgentCardNotConfiguredError,
@@ -55,6 +56,8 @@ class AgentMount:
     challenge: str = ""
     #: Signs the extended card (the public card's signer is ``card.signer``).
     signer: CardSigner | None = None
+    #: Serve protocol 0.3 too: its method names and paths, and its card keys.
+    compat_v0_3: bool = True
     #: Signed extended cards by base URL, and the extended card they were made from.
     _signed_extended: dict[str, AgentCard] = field(default_factory=dict)
     _signed_from: AgentCard | None = None
@@ -115,19 +118,24 @@ class AgentMount:
         extensions: frozenset[str] = frozenset(),
         last_event_id: int | None = None,
         base_url: str = "",
+        version: str = PROTOCOL_VERSION,
     ) -> Outcome:
-        """Run one operation. Both bindings call this and only render the outcome."""
+        """Run one operation. Both bindings call this and only render the outcome.
+
+        ``version`` is the protocol the caller speaks; only push configs keep
+        it, so that their webhooks carry the body that version expects.
+        """
         host, request = self.host, call.request
         match call.operation:
             case Operation.SEND_MESSAGE:
                 self._check_extensions(extensions)
-                answer = await host.send_message(request, caller, extensions)
+                answer = await host.send_message(request, caller, extensions, protocol=version)
                 if isinstance(answer, Task):
                     return SendMessageResponse(task=answer)
                 return SendMessageResponse(message=answer)
             case Operation.SEND_STREAMING_MESSAGE:
                 self._check_extensions(extensions)
-                return await host.stream_message(request, caller, extensions)
+                return await host.stream_message(request, caller, extensions, protocol=version)
             case Operation.GET_TASK:
                 return host.get_task(request, caller)
             case Operation.LIST_TASKS:
@@ -137,7 +145,7 @@ class AgentMount:
             case Operation.SUBSCRIBE_TO_TASK:
                 return host.subscribe(request, caller, last_event_id)
             case Operation.CREATE_PUSH_CONFIG:
-                return await host.create_push_config(request, caller)
+                return await host.create_push_config(request, caller, protocol=version)
             case Operation.GET_PUSH_CONFIG:
                 return host.get_push_config(request, caller)
             case Operation.LIST_PUSH_CONFIGS:

@@ -130,7 +130,15 @@ def _v3(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
+def _v4(db: sqlite_utils.Database) -> None:
+    # The protocol version a push config was created in: its webhooks carry
+    # the body that version's receivers read (a2a_trio.store.tasks._queue).
+    columns = {row[1] for row in db.execute("PRAGMA table_info(push_configs)").fetchall()}
+    if "protocol" not in columns:  # ADD COLUMN has no IF NOT EXISTS
+        db.execute("ALTER TABLE push_configs ADD COLUMN protocol TEXT NOT NULL DEFAULT '1.0'")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -37,7 +37,9 @@ from ..protocol import (
     utcnow,
 )
 from ..protocol._base import iso_utc
+from ..protocol.compat_v0_3 import task_to_v0_3
 from ..protocol.models import AuthenticationInfo
+from ..protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
 from .lock import ServingLock
 from .schema import migrate
 from .secrets import SecretBox, development_key
@@ -171,6 +173,8 @@ class _TaskRow:
     created_at: str = ""
     #: Whether the task has webhook configs (None: not looked up yet).
     has_webhooks: bool | None = None
+    #: Whether any of them was created over protocol 0.3 (known once asked).
+    has_v0_3_webhooks: bool | None = None
 
 
 def _read_snapshot(task_id: str, context_id: str | None, state: str, text: str) -> Task:
@@ -470,12 +474,14 @@ class TaskStore:
         kind: EventKind,
         payload: str,
         push_config: TaskPushNotificationConfig | None = None,
+        push_protocol: str = PROTOCOL_VERSION,
         push: bool = False,
     ) -> Written:
         """Insert a new task and its first log event (seq 1), atomically.
 
-        ``push_config`` (registered with the message) is saved in the same
-        transaction, so the task's first event is already queued for it.
+        ``push_config`` (registered with the message, in ``push_protocol``) is
+        saved in the same transaction, so the task's first event is already
+        queued for it.
         """
         batch = self._batch
         if batch is None:
@@ -487,6 +493,7 @@ class TaskStore:
                     kind=kind,
                     payload=payload,
                     push_config=push_config,
+                    push_protocol=push_protocol,
                     push=push,
                 )
         # In the open batch (the recorder's case): no context manager per event.
@@ -508,10 +515,11 @@ class TaskStore:
             owner=owner,
             created_at=now,
             has_webhooks=push_config is not None,
+            has_v0_3_webhooks=push_config is not None and push_protocol == LEGACY_VERSION,
         )
         if push_config is not None:
-            self._insert_push_config(conn, agent, owner, push_config)
-        queued = self._queue(agent, task.id, 1, kind, payload, now) if push else 0
+            self._insert_push_config(conn, agent, owner, push_config, push_protocol)
+        queued = self._queue(agent, task, 1, kind, payload, now) if push else 0
         return Written(1, queued)
 
     def append(
@@ -549,34 +557,57 @@ class TaskStore:
             (agent, snapshot.id, seq, kind, payload, now),
         )
         self.written += len(payload)
-        queued = self._queue(agent, snapshot.id, seq, kind, payload, now) if push else 0
+        queued = self._queue(agent, snapshot, seq, kind, payload, now) if push else 0
         return Written(seq, queued)
 
     def _queue(
-        self, agent: str, task_id: str, seq: int, kind: EventKind, payload: str, now: str
+        self, agent: str, snapshot: Task, seq: int, kind: EventKind, payload: str, now: str
     ) -> int:
-        """Queue the event for each webhook config of the task (in the open batch)."""
+        """Queue the event for each webhook config of the task (in the open batch).
+
+        A config created over 1.0 gets the event as recorded (``payload``); one
+        created over 0.3 gets the task as it stands after the event, in the 0.3
+        JSON shape, which is what the 0.3 SDKs' servers POST and their
+        receivers read.
+        """
         if kind not in STREAMED_KINDS:
             return 0
         assert self._batch is not None
+        task_id = snapshot.id
         row = self._batch[agent, task_id]
         if row.has_webhooks is None:
-            row.has_webhooks = (
-                self._conn.execute(
-                    "SELECT 1 FROM push_configs WHERE agent = ? AND task_id = ? LIMIT 1",
-                    (agent, task_id),
-                ).fetchone()
-                is not None
-            )
+            row.has_webhooks = self._any_push_config(agent, task_id, "")
         if not row.has_webhooks:
             return 0
         cursor = self._conn.execute(
             "INSERT INTO push_outbox (notification_id, agent, task_id, config_id, seq, payload,"
             " created_at, updated_at) SELECT lower(hex(randomblob(16))), agent, task_id, id,"
-            " ?, ?, ?, ? FROM push_configs WHERE agent = ? AND task_id = ? ORDER BY created_at, id",
-            (seq, payload, now, now, agent, task_id),
+            " ?, ?, ?, ? FROM push_configs WHERE agent = ? AND task_id = ? AND protocol != ?"
+            " ORDER BY created_at, id",
+            (seq, payload, now, now, agent, task_id, LEGACY_VERSION),
         )
-        return int(cursor.rowcount)
+        queued = int(cursor.rowcount)
+        if row.has_v0_3_webhooks is None:
+            row.has_v0_3_webhooks = self._any_push_config(agent, task_id, LEGACY_VERSION)
+        if row.has_v0_3_webhooks:
+            body = json.dumps(task_to_v0_3(snapshot), ensure_ascii=False, separators=(",", ":"))
+            cursor = self._conn.execute(
+                "INSERT INTO push_outbox (notification_id, agent, task_id, config_id, seq,"
+                " payload, created_at, updated_at) SELECT lower(hex(randomblob(16))), agent,"
+                " task_id, id, ?, ?, ?, ? FROM push_configs WHERE agent = ? AND task_id = ?"
+                " AND protocol = ? ORDER BY created_at, id",
+                (seq, body, now, now, agent, task_id, LEGACY_VERSION),
+            )
+            queued += int(cursor.rowcount)
+        return queued
+
+    def _any_push_config(self, agent: str, task_id: str, protocol: str) -> bool:
+        """Whether the task has a webhook config (of ``protocol``, unless it is empty)."""
+        query = "SELECT 1 FROM push_configs WHERE agent = ? AND task_id = ?"
+        args: tuple[str, ...] = (agent, task_id)
+        if protocol:
+            query, args = query + " AND protocol = ?", (*args, protocol)
+        return self._conn.execute(query + " LIMIT 1", args).fetchone() is not None
 
     # --- message receipts (retries, spec 3.3.1) ------------------------------
 
@@ -755,11 +786,22 @@ class TaskStore:
 
     # --- push notification configs -----------------------------------------
 
-    def save_push_config(self, agent: str, owner: str, config: TaskPushNotificationConfig) -> None:
-        """Insert or replace a config; token and credentials are sealed first."""
+    def save_push_config(
+        self,
+        agent: str,
+        owner: str,
+        config: TaskPushNotificationConfig,
+        *,
+        protocol: str = PROTOCOL_VERSION,
+    ) -> None:
+        """Insert or replace a config; token and credentials are sealed first.
+
+        ``protocol`` is the version the config was created in: its webhooks
+        carry that version's body.
+        """
         assert config.id and config.task_id
         with self._transaction() as conn:
-            self._insert_push_config(conn, agent, owner, config)
+            self._insert_push_config(conn, agent, owner, config, protocol)
 
     def _insert_push_config(
         self,
@@ -767,11 +809,13 @@ class TaskStore:
         agent: str,
         owner: str,
         config: TaskPushNotificationConfig,
+        protocol: str,
     ) -> None:
         auth = config.authentication
         conn.execute(
             "INSERT OR REPLACE INTO push_configs (agent, task_id, id, owner, url, token,"
-            " auth_scheme, auth_credentials, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " auth_scheme, auth_credentials, created_at, protocol)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 agent,
                 config.task_id,
@@ -782,6 +826,7 @@ class TaskStore:
                 auth.scheme if auth else None,
                 self._box.seal(auth.credentials) if auth else None,
                 _order_key(utcnow()),
+                protocol,
             ),
         )
 

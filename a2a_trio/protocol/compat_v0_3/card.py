@@ -82,8 +82,10 @@ def _scheme_v0_3_fields(scheme: SecurityScheme) -> JSON:
         description = http.description
     elif scheme.oauth2_security_scheme is not None:
         oauth2 = scheme.oauth2_security_scheme
-        # 1.0 and 0.3 spell the flows alike; 0.3 has no device code flow.
-        flows = oauth2.flows.model_dump(mode="json", exclude_none=True, exclude={"device_code"})
+        # 1.0 and 0.3 spell the flows alike. 0.3 has no device code flow, but
+        # it stays: a2a-sdk 1.x, seeing `type`, rebuilds the 1.0 scheme from
+        # these members and would lose it, and a2a-sdk 0.3 ignores the key.
+        flows = oauth2.flows.model_dump(mode="json", exclude_none=True)
         fields = {"type": "oauth2", "flows": flows}
         if oauth2.oauth2_metadata_url is not None:
             fields["oauth2MetadataUrl"] = oauth2.oauth2_metadata_url
