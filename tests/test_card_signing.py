@@ -13,8 +13,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import os
-import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -35,13 +33,12 @@ from a2a_trio.protocol import AgentCard
 from a2a_trio.protocol.signing import signed_payload
 
 from .conftest import live_server
+from .interop_cache import node_script
 from .test_cli import a2a_async
 
-ROOT = Path(__file__).resolve().parent.parent
 NODE_SCRIPT = Path(__file__).parent / "interop" / "card_signing.mjs"
 A2A_JS = "@a2a-js/sdk@1.3.0"
 #: Git-ignored: the npm install is kept between runs.
-NODE_CACHE = ROOT / ".interop-cache" / "a2a-js-sdk-1.3.0"
 ALGORITHMS = ["ES256", "RS256", "EdDSA"]
 
 #: Non-ASCII text, non-BMP characters (U+1F600 as a key sorts before U+FF01 in
@@ -360,29 +357,7 @@ async def test_a_card_a2a_sdk_signs_over_its_own_form_fails_naming_what_is_not_c
 @pytest.fixture(scope="session")
 def node_sdk() -> Callable[[dict[str, Any]], dict[str, Any]]:
     """Run tests/interop/card_signing.mjs against @a2a-js/sdk, installed once."""
-    ci = os.environ.get("CI") == "true"
-
-    def unavailable(reason: str) -> None:
-        if ci:
-            pytest.fail(f"@a2a-js/sdk is required under CI: {reason}")
-        pytest.skip(reason)
-
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        unavailable("node and npm are not installed")
-    assert node is not None and npm is not None
-    if not (NODE_CACHE / "node_modules" / "@a2a-js" / "sdk" / "package.json").exists():
-        NODE_CACHE.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [npm, "install", "--prefix", str(NODE_CACHE), "--no-audit", "--no-fund", A2A_JS],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if done.returncode != 0:
-            unavailable(f"npm install {A2A_JS} failed: {done.stderr[-500:]}")
-    script = NODE_CACHE / NODE_SCRIPT.name  # next to node_modules, so the import resolves
-    shutil.copyfile(NODE_SCRIPT, script)
+    node, script = node_script(A2A_JS, NODE_SCRIPT)
 
     def run(request: dict[str, Any]) -> dict[str, Any]:
         done = subprocess.run(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -31,18 +30,16 @@ from typing import Any
 import pytest
 from a2a.types import GetTaskRequest, TaskState
 
+from .interop_cache import CACHE, INSTALL_TIMEOUT, node_script, unavailable
 from .servers import ServerProcess
 from .test_sdk_interop import sdk_clients, send_returning_immediately
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / ".interop-cache"
 PYTHON_SDK = "a2a-sdk==0.3.26"
 PYTHON_ENV = CACHE / "a2a-sdk-0.3.26"
 JS_SDK = "@a2a-js/sdk@0.3.14"
-JS_ENV = CACHE / "a2a-js-sdk-0.3.14"
 PYTHON_SCRIPT = ROOT / "tests" / "interop" / "v0_3_sdk_client.py"
 JS_SCRIPT = ROOT / "tests" / "interop" / "v0_3_js_client.mjs"
-INSTALL_TIMEOUT = 300
 #: Every scenario of one client on one binding, in one process.
 RUN_TIMEOUT = 90
 #: Bound on waiting for the webhooks of one client's task.
@@ -50,12 +47,6 @@ WEBHOOK_TIMEOUT = 20.0
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
 CLIENTS = ["a2a-sdk", "a2a-js"]
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the 0.3 clients are required under CI: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +63,7 @@ def python_sdk() -> Path:
         for step in steps:
             done = subprocess.run(step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
             if done.returncode != 0:
-                _unavailable(f"installing {PYTHON_SDK} failed: {done.stderr[-500:]}")
+                unavailable(f"installing {PYTHON_SDK} failed: {done.stderr[-500:]}")
         stamp.write_text(PYTHON_SDK)
     return python
 
@@ -80,22 +71,7 @@ def python_sdk() -> Path:
 @pytest.fixture(scope="session")
 def js_sdk() -> Path:
     """The 0.3 client script next to a node_modules holding @a2a-js/sdk 0.3, made once."""
-    npm = shutil.which("npm")
-    if shutil.which("node") is None or npm is None:
-        _unavailable("node and npm are not installed")
-    assert npm is not None
-    if not (JS_ENV / "node_modules" / "@a2a-js" / "sdk" / "package.json").exists():
-        JS_ENV.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [npm, "install", "--prefix", str(JS_ENV), "--no-audit", "--no-fund", JS_SDK],
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT,
-        )
-        if done.returncode != 0:
-            _unavailable(f"npm install {JS_SDK} failed: {done.stderr[-500:]}")
-    script = JS_ENV / JS_SCRIPT.name  # next to node_modules, so the import resolves
-    shutil.copyfile(JS_SCRIPT, script)
+    _, script = node_script(JS_SDK, JS_SCRIPT)
     return script
 
 
