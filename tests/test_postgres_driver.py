@@ -124,6 +124,19 @@ async def test_cancellation_arrives_promptly(postgres: PostgresLocation) -> None
         assert trio.current_time() - start < 2.0
 
 
+async def test_cancelling_every_caller_of_a_full_pool_at_once_ends_promptly(
+    postgres: PostgresLocation,
+) -> None:
+    async with Database.open(postgres, PoolSettings(size=2)) as db:
+        start = trio.current_time()
+        with trio.move_on_after(0.2):
+            async with trio.open_nursery() as nursery:
+                for _ in range(4):
+                    nursery.start_soon(db.execute, "SELECT pg_sleep(30)")
+        assert trio.current_time() - start < 3.0
+        assert await db.fetchone("SELECT 1") == (1,)
+
+
 async def test_connection_the_server_closed_while_idle_is_replaced(
     postgres: PostgresLocation,
 ) -> None:

@@ -56,9 +56,14 @@ class Database:
         self.location = location
         self.settings = settings
         self._idle: list[Connection] = []
-        # The limiter holds both the pool's size and the threads the work runs on:
-        # a caller that holds a connection always has a thread to run it.
-        self._limiter = trio.CapacityLimiter(settings.size)
+        self._slots = trio.Semaphore(settings.size)
+        # Threads of our own rather than trio's shared default limiter, so database
+        # work never queues behind unrelated to_thread calls. A slot holder runs one
+        # thread at a time; it waits here only while a cancelled query's abandoned
+        # thread is still finishing, which is the back-pressure wanted.
+        self._threads = trio.CapacityLimiter(settings.size)
+        # Cancelling needs a thread of its own even when every work thread is taken.
+        self._interrupts = trio.CapacityLimiter(settings.size)
 
     @classmethod
     @asynccontextmanager
@@ -105,11 +110,13 @@ class Database:
         return await self.run(lambda conn: conn.execute(query, params).fetchall())
 
     async def _connect(self) -> Connection:
-        return await trio.to_thread.run_sync(connect, self.location, self.settings)
+        return await trio.to_thread.run_sync(
+            connect, self.location, self.settings, limiter=self._threads
+        )
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[Connection]:
-        async with self._limiter:
+        async with self._slots:
             conn = self._take_idle() or await self._connect()
             try:
                 yield conn
@@ -161,19 +168,14 @@ class Database:
             # abandon_on_cancel lets the cancellation reach us while the thread still
             # runs the query; the connection is not released until the thread is done.
             return await trio.to_thread.run_sync(
-                transaction, abandon_on_cancel=True, limiter=_UNLIMITED
+                transaction, abandon_on_cancel=True, limiter=self._threads
             )
         except trio.Cancelled:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(
-                    _interrupt, conn, finished, self.settings.cancel_grace, limiter=_UNLIMITED
+                    _interrupt, conn, finished, self.settings.cancel_grace, limiter=self._interrupts
                 )
             raise
-
-
-# The pool's own limiter already bounds the threads; a second bound would only let
-# a cancelled caller's clean-up wait behind other callers.
-_UNLIMITED = trio.CapacityLimiter(1_000_000)
 
 
 def connect(location: PostgresLocation, settings: PoolSettings) -> Connection:
