@@ -223,8 +223,10 @@ def _still_alive(conn: Connection) -> bool:
         return False
     # An idle connection has nothing to read; a readable socket means the server sent
     # its goodbye (shutdown, restart, pg_terminate_backend) or closed it.
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    return not readable
+    # poll, not select: a busy server has descriptors past select's limit of 1024.
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return not poller.poll(0)
 
 
 def _close_quietly(conn: Connection) -> None:
