@@ -18,6 +18,9 @@ from hypercorn.trio import serve
 from a2a_trio import A2AApp, AgentCard
 from a2a_trio.protocol import AgentCapabilities, AgentSkill
 
+# The fresh PostgreSQL database fixture (skipped where no server answers).
+pytest_plugins = ["tests.postgres"]
+
 VERSION_HEADERS = {"A2A-Version": "1.0"}
 
 
