@@ -30,7 +30,7 @@ class HostSettings:
     list_history_length: int | None = 0
     #: What one request may carry, and how many artifacts a task may hold.
     limits: Limits = field(default_factory=Limits)
-    #: Seconds during which a SendMessage repeating an earlier one of the same
-    #: caller (same messageId, same content) gets the original task or answer
-    #: instead of starting new work (spec 3.3.1); 0 turns that off.
+    #: Seconds during which a retried SendMessage (same caller, messageId and
+    #: content as one whose answer did not reach its client) gets the original
+    #: task or answer instead of starting new work (spec 3.3.1); 0 turns it off.
     retry_window: float = 600.0
