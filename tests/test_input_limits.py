@@ -222,3 +222,35 @@ async def test_the_limits_are_settable(tmp_path: Path) -> None:
 def test_the_depth_limit_cannot_exceed_what_storage_reads_back() -> None:
     with pytest.raises(ValueError, match="between 1 and 100"):
         Limits(json_depth=150)
+
+
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
+async def test_nan_and_infinity_are_not_json_on_either_binding(
+    server: LiveServer, constant: bytes
+) -> None:
+    message = b'{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"echo"}],"metadata":{"x":'
+    message += constant + b"}}"
+    body = await post_jsonrpc(
+        server,
+        b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":' + message + b"}}",
+    )
+    assert body["error"]["code"] == -32700
+    response = await server.rest(
+        "POST",
+        "/message:send",
+        content=b'{"message":' + message + b"}",
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status_code == 400
+    assert EXECUTOR.executions == 0
+
+
+async def test_a_push_token_that_cannot_be_an_http_header_is_invalid_params(
+    server: LiveServer,
+) -> None:
+    task = (await server.jsonrpc("SendMessage", {"message": user_message("ask")}))["result"]["task"]
+    for token in ["\u20acuro", "a\r\nX-Injected: 1"]:
+        config = {"taskId": task["id"], "url": "http://127.0.0.1:9/hook", "token": token}
+        body = await server.jsonrpc("CreateTaskPushNotificationConfig", config)
+        assert body["error"]["code"] == -32602
+        assert body["error"]["message"].startswith("token:")

@@ -11,6 +11,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 import trio
 import trio.testing
 
@@ -268,3 +270,44 @@ async def test_a_stream_the_client_left_is_replayed_to_its_retry(tmp_path: Path)
         # A client that got the whole stream and sends the message again asks again.
         await server.sse("POST", "/jsonrpc", json=body)
         assert EXECUTOR.executions == 2
+
+
+async def test_a_retry_joins_its_original_though_other_content_came_under_its_id(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    executor = ScriptedExecutor()
+    answers: dict[str, Any] = {}
+    async with running_host(tmp_path, executor) as host:
+
+        async def send(name: str, text: str) -> None:
+            answers[name] = await host.send_message(message_request(text, "m-shared"), ALICE)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send, "a", "hold")
+            await executor.gate.reached.wait()
+            nursery.start_soon(send, "b", "echo other")
+            await trio.sleep(0.5)
+            nursery.start_soon(send, "c", "hold")
+            await trio.sleep(0.5)
+            executor.gate.release.set()
+        assert answers["c"].id == answers["a"].id
+        assert answers["b"].id != answers["a"].id
+        assert executor.executions == 2
+
+
+async def test_a_blocking_client_that_gives_up_finds_the_original_on_retry(
+    tmp_path: Path,
+) -> None:
+    EXECUTOR.executions = 0
+    EXECUTOR.gate = Gate()
+    async with live_server(tmp_path, mount) as server:
+        params = {"message": user_message("hold", messageId=str(uuid.uuid4()))}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
+        with pytest.raises(httpx.ReadTimeout):
+            await server.client.post("/jsonrpc", json=body, timeout=0.5)
+        await trio.sleep(0.3)  # the server sees the connection go
+        EXECUTOR.gate.release.set()
+        again = await server.jsonrpc("SendMessage", params)
+    assert again["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert again["result"]["task"]["artifacts"][0]["parts"][0]["text"] == "released"
+    assert EXECUTOR.executions == 1

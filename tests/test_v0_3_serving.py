@@ -343,3 +343,29 @@ def test_a2a_sdk_1_x_reads_the_1_0_card_from_the_card_served_for_both() -> None:
     assert MessageToDict(parse_agent_card(served)) == MessageToDict(
         parse_agent_card(card.to_wire())
     )
+
+
+# --- hostile input on the 0.3 paths ------------------------------------------------------
+
+
+async def test_a_lone_surrogate_on_0_3_rest_is_refused_naming_the_field(tmp_path: Path) -> None:
+    body = b'{"request":{"messageId":"m-1","role":"ROLE_USER","content":[{"text":"echo \\ud800"}]}}'
+    async with live_server(tmp_path, serve_scripted()) as server, client_v0_3(server) as client:
+        response = await client.post(
+            "/rest/v1/message:send", content=body, headers={"Content-Type": "application/json"}
+        )
+        listed = await server.jsonrpc("ListTasks", {})
+    assert response.status_code == 400
+    assert "request.content.0.text" in response.text
+    assert listed["result"]["tasks"] == []
+
+
+async def test_a_0_3_data_part_keeps_an_object_that_merely_carries_the_compat_flag(
+    tmp_path: Path,
+) -> None:
+    part = {"kind": "data", "data": {"x": 5}, "metadata": {"data_part_compat": True}}
+    message = message_v0_3("unused") | {"parts": [part]}
+    async with live_server(tmp_path, serve_scripted()) as server, client_v0_3(server) as client:
+        answer = await call_v0_3(client, "message/send", {"message": message})
+        task = await server.jsonrpc("GetTask", {"id": answer["result"]["id"]})
+    assert task["result"]["history"][0]["parts"][0]["data"] == {"x": 5}

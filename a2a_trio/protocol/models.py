@@ -7,9 +7,11 @@ set is not sent.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     Field,
     SerializerFunctionWrapHandler,
@@ -232,9 +234,20 @@ class TaskArtifactUpdateEvent(ProtoModel):
 # --- push notifications ----------------------------------------------------
 
 
+def _header_value(value: str | None) -> str | None:
+    if value is not None and not _HEADER_VALUE.fullmatch(value):
+        raise ValueError("must be printable ASCII: it is sent in an HTTP header of each webhook")
+    return value
+
+
+_HEADER_VALUE = re.compile(r"[\x20-\x7e\t]*")
+#: A value the push worker sends as an HTTP header (a token, credentials).
+HeaderValue = Annotated[str | None, AfterValidator(_header_value)]
+
+
 class AuthenticationInfo(ProtoModel):
-    scheme: str = Field(min_length=1)
-    credentials: str | None = None
+    scheme: str = Field(min_length=1, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+    credentials: HeaderValue = None
 
 
 class TaskPushNotificationConfig(ProtoModel):
@@ -242,7 +255,7 @@ class TaskPushNotificationConfig(ProtoModel):
     id: str | None = None
     task_id: str | None = None
     url: str = Field(min_length=1)
-    token: str | None = None
+    token: HeaderValue = None
     authentication: AuthenticationInfo | None = None
 
 

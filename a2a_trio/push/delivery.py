@@ -245,7 +245,9 @@ class PushDispatcher:
                 response = await client.post(
                     target.url, content=payload.encode(), headers=headers, timeout=None
                 )
-            except httpx.HTTPError as error:
+            except (httpx.HTTPError, UnicodeError) as error:
+                # UnicodeError: a header an older version let through (non-ASCII
+                # token): this attempt fails, the lane goes on.
                 return decide(attempt, self.settings, error=_describe(error)), None
         if deadline.cancelled_caught:
             message = f"no answer within {self.settings.timeout:g} s"
@@ -259,6 +261,6 @@ class PushDispatcher:
         return decision, response.status_code
 
 
-def _describe(error: httpx.HTTPError) -> str:
+def _describe(error: Exception) -> str:
     text = str(error).strip()
     return f"{type(error).__name__}: {text}" if text else type(error).__name__

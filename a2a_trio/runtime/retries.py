@@ -53,7 +53,8 @@ class Retries:
         self.settings = settings
         #: Running executions by their message's retry key: a retry arriving
         #: meanwhile joins the original instead of starting the work again.
-        self.running: dict[RetryKey, tuple[LiveTask, Execution]] = {}
+        #: Several, when one messageId came with different contents.
+        self.running: dict[RetryKey, list[tuple[LiveTask, Execution]]] = {}
         #: Keys with a stored receipt (read at start, kept up to date after):
         #: only these are looked up in the store. One process serves a store.
         self._stored: set[RetryKey] = set()
@@ -73,21 +74,24 @@ class Retries:
             return None
         return caller.identifier, message.message_id
 
+    def _original(self, key: RetryKey, message: Message) -> tuple[LiveTask, Execution] | None:
+        for live, execution in self.running.get(key, ()):
+            if execution.retry_message == message:
+                return live, execution
+        return None
+
     def join(self, key: RetryKey, message: Message) -> tuple[LiveTask, Execution] | None:
         """The execution a retry joins: its original's, while that still runs."""
-        found = self.running.get(key)
-        if found is None or found[1].retry_message != message:
-            return None
-        live, execution = found
-        live.users += 1  # held by this request, like the original's
-        return live, execution
+        found = self._original(key, message)
+        if found is not None:
+            found[0].users += 1  # held by this request, like the original's
+        return found
 
     async def earlier(self, key: RetryKey | None, message: Message) -> Earlier | None:
         """What an earlier, unanswered SendMessage of this content started, if anything."""
         if key is None or key not in self._stored:
             return None
-        found = self.running.get(key)
-        if found is not None and found[1].retry_message == message:
+        if self._original(key, message) is not None:
             return None  # a running original is joined (see join) instead
         digest = await _digest_off_loop(message)
         since = utcnow() - timedelta(seconds=self.settings.retry_window)
@@ -97,7 +101,7 @@ class Retries:
     def started(self, live: LiveTask, execution: Execution) -> None:
         """The execution runs: a retry of its message joins it from now on."""
         if execution.retry_key is not None:
-            self.running[execution.retry_key] = (live, execution)
+            self.running.setdefault(execution.retry_key, []).append((live, execution))
 
     def finished(self, execution: Execution) -> None:
         """The execution ended: a retry of its message no longer joins it."""
@@ -120,7 +124,12 @@ class Retries:
     def answered(self, execution: Execution) -> None:
         """A client has the answer: the same message again is new work from now on."""
         key = execution.retry_key
-        if key is not None and self.running.get(key, (None, None))[1] is execution:
+        if key is None or key not in self.running:
+            return
+        running = [entry for entry in self.running[key] if entry[1] is not execution]
+        if running:
+            self.running[key] = running
+        else:
             del self.running[key]
 
     def answered_again(self, earlier: Earlier) -> None:

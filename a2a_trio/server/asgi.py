@@ -16,7 +16,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 import trio
@@ -35,6 +35,8 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 JSON_CONTENT_TYPE = "application/json"
+
+T = TypeVar("T")
 
 
 class ClientGone(Exception):
@@ -107,6 +109,33 @@ class ProtocolRequest:
             host = server[0] if server[1] is None else f"{server[0]}:{server[1]}"
         root = self.scope.get("root_path", "").rstrip("/")
         return f"{self.scope.get('scheme', 'http')}://{host}{root}/"
+
+    async def while_connected(self, work: Callable[[], Awaitable[T]]) -> T:
+        """``await work()``; :class:`ClientGone` if the client disconnects first.
+
+        Call it once the body is read: it then takes every message the
+        request receives, waiting for ``http.disconnect``.
+        """
+        done: list[T] = []
+        failure: Exception | None = None
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                while (await self._receive())["type"] != "http.disconnect":
+                    pass
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            try:
+                done.append(await work())
+            except Exception as error:  # raised as is, not in the nursery's group
+                failure = error
+            nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        if not done:
+            raise ClientGone
+        return done[0]
 
     async def body(self, limit: int, time_limit: float = math.inf) -> bytes:
         """The whole body; :class:`PayloadTooLargeError` past ``limit`` bytes.

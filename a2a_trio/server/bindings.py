@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import trio
@@ -22,6 +23,7 @@ from ..protocol import (
     InternalError,
     InvalidParamsError,
     MethodNotAllowedError,
+    Operation,
     StreamResponse,
     negotiate_version,
     parse_jsonrpc,
@@ -35,7 +37,7 @@ from ..protocol.compat_v0_3 import (
     resolve_v0_3_method,
     rest_error_to_v0_3,
 )
-from ..protocol.operations import Loads, resolve_method, yielding_loads
+from ..protocol.operations import Loads, resolve_method, strict_loads, yielding_loads
 from ..protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
 from ..runtime import TaskEventStream
 from .asgi import (
@@ -176,7 +178,7 @@ T = TypeVar("T")
 async def _decode(work: Callable[[Loads], T], size: int) -> T:
     """``work(loads)``: at once for a small body, on a worker thread for a large one."""
     if size < LARGE_BODY_BYTES:
-        return work(json.loads)
+        return work(strict_loads)
     try:
         limiter = _LARGE_BODIES.get()
     except LookupError:
@@ -201,7 +203,8 @@ async def _perform(
     """
     caller = await mount.authenticate(credentials_of(request))
     call = await _decode(parse, size)
-    return await mount.dispatch(
+    dispatch = partial(
+        mount.dispatch,
         call,
         caller,
         extensions=_extensions(request),
@@ -209,6 +212,11 @@ async def _perform(
         base_url=base_url(request, settings),
         version=version,
     )
+    if call.operation is Operation.SEND_MESSAGE:
+        # A blocking SendMessage may wait long; a client that gives up on it
+        # must be seen to, so that its retry gets the original (see Retries).
+        return await request.while_connected(dispatch)
+    return await dispatch()
 
 
 # --- JSON-RPC -----------------------------------------------------------------

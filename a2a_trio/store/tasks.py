@@ -866,12 +866,13 @@ class TaskStore:
 
     def _push_config(self, row: tuple[str, ...]) -> TaskPushNotificationConfig:
         task_id, config_id, _owner, url, token, scheme, credentials = row
+        # Checked when saved; read back as stored (an older version's row included).
         authentication = None
         if scheme:
-            authentication = AuthenticationInfo(
+            authentication = AuthenticationInfo.model_construct(
                 scheme=scheme, credentials=self._box.open(credentials)
             )
-        return TaskPushNotificationConfig(
+        return TaskPushNotificationConfig.model_construct(
             id=config_id,
             task_id=task_id,
             url=url,

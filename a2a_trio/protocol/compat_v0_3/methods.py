@@ -7,7 +7,7 @@ server runs one operation whichever version asked. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 M = TypeVar("M", bound=ProtoModel)
+T = TypeVar("T")
 
 #: Method name → (operation, the model of its 0.3 params). ``tasks/list`` is
 #: not here: 0.3 has no ListTasks.
@@ -89,8 +90,16 @@ def validate_v0_3_params(
     limits: Limits | None = None,
 ) -> Call:
     """Validate ``params`` as the 0.3 ``model`` and convert them to ``operation``'s request."""
-    request = read_v0_3(model, params, limits).to_v1()  # type: ignore[attr-defined]
-    return Call(operation, request)
+    read = read_v0_3(model, params, limits)
+    return Call(operation, converted(lambda: read.to_v1()))  # type: ignore[attr-defined]
+
+
+def converted(convert: Callable[[], T]) -> T:
+    """``convert()``: a 0.3 request in 1.0 terms; what 1.0 refuses is InvalidParamsError."""
+    try:
+        return convert()
+    except ValidationError as error:
+        raise InvalidParamsError(describe_validation_error(error)) from None
 
 
 def resolve_v0_3_method(call: JsonRpcCall, limits: Limits | None = None) -> Call:

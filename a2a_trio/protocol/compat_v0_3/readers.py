@@ -115,8 +115,11 @@ class PartV03(ProtoModel):
                 metadata=metadata,
             )
         data: JsonValue = self.data
-        if metadata and metadata.get(DATA_PART_COMPAT) is True and self.data is not None:
-            data = self.data.get("value")
+        wrapped = self.data is not None and len(self.data) == 1 and "value" in self.data
+        if wrapped and metadata and metadata.get(DATA_PART_COMPAT) is True:
+            # Only the exact {"value": ...} wrapping is undone: any other object
+            # is the client's data, whatever its metadata says.
+            data = self.data.get("value") if self.data is not None else None
             metadata = {key: value for key, value in metadata.items() if key != DATA_PART_COMPAT}
         return Part(data=data, metadata=metadata or None)
 

@@ -10,7 +10,6 @@ returns the same :class:`Call`. Pure.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,8 +23,10 @@ from ..operations import (
     compile_routes,
     decode_json,
     find_route,
+    refuse_lone_surrogates,
+    strict_loads,
 )
-from .methods import read_v0_3, validate_v0_3_params
+from .methods import converted, read_v0_3, validate_v0_3_params
 from .params import (
     DeleteTaskPushNotificationConfigParamsV03,
     EmptyParamsV03,
@@ -73,6 +74,7 @@ def _body(body: bytes | None, loads: Loads) -> dict[str, Any]:
     document = decode_json(body, loads)
     if not isinstance(document, dict):
         raise InvalidParamsError("The request body must be a JSON object")
+    refuse_lone_surrogates(body, document)
     return document
 
 
@@ -82,7 +84,7 @@ def parse_rest_v0_3(
     query: Mapping[str, str],
     body: bytes | None,
     limits: Limits | None = None,
-    loads: Loads = json.loads,
+    loads: Loads = strict_loads,
 ) -> Call:
     """Resolve a 0.3 HTTP+JSON request to its 1.0 operation and request.
 
@@ -99,7 +101,7 @@ def parse_rest_v0_3(
         )
     if operation is Operation.CREATE_PUSH_CONFIG:
         created = read_v0_3(ProtoCreatePushConfigV03, _body(body, loads), limits)
-        return Call(operation, created.to_v1(task_id))
+        return Call(operation, converted(lambda: created.to_v1(task_id)))
     params: dict[str, Any]
     model: Any
     if operation is Operation.GET_TASK:
