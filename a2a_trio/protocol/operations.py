@@ -183,6 +183,15 @@ def decode_json(body: bytes, loads: Loads = strict_loads) -> Any:
         raise JSONParseError() from None
 
 
+def decode_object(body: bytes, loads: Loads = strict_loads) -> dict[str, Any]:
+    """An HTTP+JSON request body: a JSON object whose strings are all valid Unicode."""
+    document = decode_json(body, loads)
+    if not isinstance(document, dict):
+        raise InvalidParamsError("The request body must be a JSON object")
+    refuse_lone_surrogates(body, document)
+    return document
+
+
 def refuse_lone_surrogates(body: bytes, document: Any, request_id: JsonRpcId = None) -> None:
     """InvalidParamsError naming a string of ``document`` that is not valid Unicode."""
     path = lone_surrogate_path(body, document)
@@ -358,11 +367,7 @@ def parse_rest(
     operation, path_params = match_route(method, path)
     params: dict[str, Any] = {}
     if method in ("POST", "PUT", "PATCH") and body and body.strip():
-        document = decode_json(body, loads)
-        if not isinstance(document, dict):
-            raise InvalidParamsError("The request body must be a JSON object")
-        refuse_lone_surrogates(body, document)
-        params.update(document)
+        params.update(decode_object(body, loads))
     else:
         params.update({key: value for key, value in query.items() if key != "A2A-Version"})
     for name, value in path_params.items():

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import InvalidParamsError
 from ..limits import Limits
 from ..operations import (
     Call,
@@ -21,9 +20,8 @@ from ..operations import (
     Operation,
     Route,
     compile_routes,
-    decode_json,
+    decode_object,
     find_route,
-    refuse_lone_surrogates,
     strict_loads,
 )
 from .methods import converted, read_v0_3, validate_v0_3_params
@@ -69,13 +67,7 @@ def match_v0_3_route(method: str, path: str) -> tuple[Operation, dict[str, str]]
 
 
 def _body(body: bytes | None, loads: Loads) -> dict[str, Any]:
-    if not body or not body.strip():
-        return {}
-    document = decode_json(body, loads)
-    if not isinstance(document, dict):
-        raise InvalidParamsError("The request body must be a JSON object")
-    refuse_lone_surrogates(body, document)
-    return document
+    return decode_object(body, loads) if body and body.strip() else {}
 
 
 def parse_rest_v0_3(
