@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from .._base import Base64Bytes, ProtoModel, format_timestamp
+from .._base import Base64Bytes, ProtoModel
 from ..limits import bounded_parts
 from ..models import (
     Artifact,
@@ -36,7 +36,7 @@ from ..models import (
 )
 from ._spellings import PROTO_STATE
 from .readers import DATA_PART_COMPAT, PushNotificationConfigV03
-from .writers import status_update_is_final
+from .writers import artifact_json, put, status_json, status_update_is_final
 
 __all__ = [
     "ProtoMessageV03",
@@ -225,11 +225,6 @@ class ProtoCreatePushConfigV03(ProtoModel):
 # --- writers ---------------------------------------------------------------
 
 
-def _put(wire: JSON, key: str, value: Any) -> None:
-    if value is not None:
-        wire[key] = value
-
-
 def _part_to_proto(part: Part) -> JSON:
     wire: JSON
     if part.text is not None:
@@ -240,15 +235,15 @@ def _part_to_proto(part: Part) -> JSON:
             if part.raw is not None
             else {"fileWithUri": part.url}
         )
-        _put(file, "mimeType", part.media_type)
-        _put(file, "name", part.filename)
+        put(file, "mimeType", part.media_type)
+        put(file, "name", part.filename)
         wire = {"file": file}
     elif isinstance(part.data, dict):
         wire = {"data": {"data": part.data}}
     else:
         metadata = {**(part.metadata or {}), DATA_PART_COMPAT: True}
         return {"data": {"data": {"value": part.data}}, "metadata": metadata}
-    _put(wire, "metadata", part.metadata)
+    put(wire, "metadata", part.metadata)
     return wire
 
 
@@ -259,43 +254,30 @@ def _message_to_proto(message: Message) -> JSON:
         "role": message.role.value,  # 0.3 and 1.0 name roles alike
         "content": [_part_to_proto(part) for part in message.parts],
     }
-    _put(wire, "contextId", message.context_id)
-    _put(wire, "taskId", message.task_id)
-    _put(wire, "metadata", message.metadata)
-    _put(wire, "extensions", message.extensions)
+    put(wire, "contextId", message.context_id)
+    put(wire, "taskId", message.task_id)
+    put(wire, "metadata", message.metadata)
+    put(wire, "extensions", message.extensions)
     return wire
 
 
 def _status_to_proto(status: TaskStatus) -> JSON:
-    wire: JSON = {"state": PROTO_STATE[status.state]}
-    if status.message is not None:
-        wire["message"] = _message_to_proto(status.message)
-    if status.timestamp is not None:
-        wire["timestamp"] = format_timestamp(status.timestamp)
-    return wire
+    return status_json(status, PROTO_STATE, _message_to_proto)
 
 
 def _artifact_to_proto(artifact: Artifact) -> JSON:
-    wire: JSON = {
-        "artifactId": artifact.artifact_id,
-        "parts": [_part_to_proto(part) for part in artifact.parts],
-    }
-    _put(wire, "name", artifact.name)
-    _put(wire, "description", artifact.description)
-    _put(wire, "metadata", artifact.metadata)
-    _put(wire, "extensions", artifact.extensions)
-    return wire
+    return artifact_json(artifact, _part_to_proto)
 
 
 def task_to_proto(task: Task) -> JSON:
     """``GET /v1/tasks/{id}`` and ``POST /v1/tasks/{id}:cancel``."""
     wire: JSON = {"id": task.id, "status": _status_to_proto(task.status)}
-    _put(wire, "contextId", task.context_id)
+    put(wire, "contextId", task.context_id)
     if task.artifacts is not None:
         wire["artifacts"] = [_artifact_to_proto(artifact) for artifact in task.artifacts]
     if task.history is not None:
         wire["history"] = [_message_to_proto(message) for message in task.history]
-    _put(wire, "metadata", task.metadata)
+    put(wire, "metadata", task.metadata)
     return wire
 
 
@@ -321,7 +303,7 @@ def stream_response_to_proto(response: StreamResponse) -> JSON:
             "status": _status_to_proto(event.status),
             "final": status_update_is_final(event),
         }
-        _put(status, "metadata", event.metadata)
+        put(status, "metadata", event.metadata)
         return {"statusUpdate": status}
     assert response.artifact_update is not None
     update = response.artifact_update
@@ -330,9 +312,9 @@ def stream_response_to_proto(response: StreamResponse) -> JSON:
         "contextId": update.context_id,
         "artifact": _artifact_to_proto(update.artifact),
     }
-    _put(artifact, "append", update.append)
-    _put(artifact, "lastChunk", update.last_chunk)
-    _put(artifact, "metadata", update.metadata)
+    put(artifact, "append", update.append)
+    put(artifact, "lastChunk", update.last_chunk)
+    put(artifact, "metadata", update.metadata)
     return {"artifactUpdate": artifact}
 
 
@@ -344,11 +326,11 @@ def push_config_name(task_id: str, config_id: str) -> str:
 def push_config_to_proto(config: TaskPushNotificationConfig) -> JSON:
     """A 0.3 proto ``TaskPushNotificationConfig``: resource name and the config."""
     inner: JSON = {"url": config.url}
-    _put(inner, "id", config.id)
-    _put(inner, "token", config.token)
+    put(inner, "id", config.id)
+    put(inner, "token", config.token)
     if config.authentication is not None:
         authentication: JSON = {"schemes": [config.authentication.scheme]}
-        _put(authentication, "credentials", config.authentication.credentials)
+        put(authentication, "credentials", config.authentication.credentials)
         inner["authentication"] = authentication
     return {
         "name": push_config_name(config.task_id or "", config.id or ""),
@@ -359,5 +341,5 @@ def push_config_to_proto(config: TaskPushNotificationConfig) -> JSON:
 def push_config_list_to_proto(response: ListTaskPushNotificationConfigsResponse) -> JSON:
     """``GET /v1/tasks/{id}/pushNotificationConfigs``."""
     wire: JSON = {"configs": [push_config_to_proto(config) for config in response.configs]}
-    _put(wire, "nextPageToken", response.next_page_token or None)
+    put(wire, "nextPageToken", response.next_page_token or None)
     return wire

@@ -10,6 +10,7 @@ one line. Pure.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._base import format_timestamp
@@ -23,6 +24,7 @@ from ..models import (
     Task,
     TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
+    TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
 )
@@ -44,7 +46,8 @@ __all__ = [
 JSON = dict[str, Any]
 
 
-def _put(wire: JSON, key: str, value: Any) -> None:
+def put(wire: JSON, key: str, value: Any) -> None:
+    """``wire[key] = value`` unless ``value`` is None (unset fields are not sent)."""
     # 0.3 leaves unset fields out, as 1.0 does.
     if value is not None:
         wire[key] = value
@@ -61,8 +64,8 @@ def part_to_v0_3(part: Part) -> JSON:
             if part.raw is not None
             else {"uri": part.url}
         )
-        _put(file, "mimeType", part.media_type)
-        _put(file, "name", part.filename)
+        put(file, "mimeType", part.media_type)
+        put(file, "name", part.filename)
         wire = {"kind": "file", "file": file}
     elif isinstance(part.data, dict):
         wire = {"kind": "data", "data": part.data}
@@ -71,7 +74,7 @@ def part_to_v0_3(part: Part) -> JSON:
         # the way a2a-sdk marks them so its readers unwrap them too.
         metadata = {**(part.metadata or {}), DATA_PART_COMPAT: True}
         return {"kind": "data", "data": {"value": part.data}, "metadata": metadata}
-    _put(wire, "metadata", part.metadata)
+    put(wire, "metadata", part.metadata)
     return wire
 
 
@@ -82,33 +85,45 @@ def message_to_v0_3(message: Message) -> JSON:
         "role": V0_3_ROLE[message.role],
         "parts": [part_to_v0_3(part) for part in message.parts],
     }
-    _put(wire, "contextId", message.context_id)
-    _put(wire, "taskId", message.task_id)
-    _put(wire, "metadata", message.metadata)
-    _put(wire, "extensions", message.extensions)
-    _put(wire, "referenceTaskIds", message.reference_task_ids)
+    put(wire, "contextId", message.context_id)
+    put(wire, "taskId", message.task_id)
+    put(wire, "metadata", message.metadata)
+    put(wire, "extensions", message.extensions)
+    put(wire, "referenceTaskIds", message.reference_task_ids)
     return wire
 
 
-def _status_to_v0_3(status: TaskStatus) -> JSON:
-    wire: JSON = {"state": V0_3_STATE[status.state]}
+def status_json(
+    status: TaskStatus, states: Mapping[TaskState, str], write_message: Callable[[Message], JSON]
+) -> JSON:
+    """A TaskStatus in either 0.3 shape: ``states`` spells the state, ``write_message`` the rest."""
+    wire: JSON = {"state": states[status.state]}
     if status.message is not None:
-        wire["message"] = message_to_v0_3(status.message)
+        wire["message"] = write_message(status.message)
     if status.timestamp is not None:
         wire["timestamp"] = format_timestamp(status.timestamp)
     return wire
 
 
-def artifact_to_v0_3(artifact: Artifact) -> JSON:
+def artifact_json(artifact: Artifact, write_part: Callable[[Part], JSON]) -> JSON:
+    """An Artifact in either 0.3 shape (they differ in their parts only)."""
     wire: JSON = {
         "artifactId": artifact.artifact_id,
-        "parts": [part_to_v0_3(part) for part in artifact.parts],
+        "parts": [write_part(part) for part in artifact.parts],
     }
-    _put(wire, "name", artifact.name)
-    _put(wire, "description", artifact.description)
-    _put(wire, "metadata", artifact.metadata)
-    _put(wire, "extensions", artifact.extensions)
+    put(wire, "name", artifact.name)
+    put(wire, "description", artifact.description)
+    put(wire, "metadata", artifact.metadata)
+    put(wire, "extensions", artifact.extensions)
     return wire
+
+
+def _status_to_v0_3(status: TaskStatus) -> JSON:
+    return status_json(status, V0_3_STATE, message_to_v0_3)
+
+
+def artifact_to_v0_3(artifact: Artifact) -> JSON:
+    return artifact_json(artifact, part_to_v0_3)
 
 
 def task_to_v0_3(task: Task) -> JSON:
@@ -123,7 +138,7 @@ def task_to_v0_3(task: Task) -> JSON:
         wire["artifacts"] = [artifact_to_v0_3(artifact) for artifact in task.artifacts]
     if task.history is not None:
         wire["history"] = [message_to_v0_3(message) for message in task.history]
-    _put(wire, "metadata", task.metadata)
+    put(wire, "metadata", task.metadata)
     return wire
 
 
@@ -145,7 +160,7 @@ def _status_update_to_v0_3(event: TaskStatusUpdateEvent) -> JSON:
         "status": _status_to_v0_3(event.status),
         "final": status_update_is_final(event),
     }
-    _put(wire, "metadata", event.metadata)
+    put(wire, "metadata", event.metadata)
     return wire
 
 
@@ -156,9 +171,9 @@ def _artifact_update_to_v0_3(event: TaskArtifactUpdateEvent) -> JSON:
         "contextId": event.context_id,
         "artifact": artifact_to_v0_3(event.artifact),
     }
-    _put(wire, "append", event.append)
-    _put(wire, "lastChunk", event.last_chunk)
-    _put(wire, "metadata", event.metadata)
+    put(wire, "append", event.append)
+    put(wire, "lastChunk", event.last_chunk)
+    put(wire, "metadata", event.metadata)
     return wire
 
 
@@ -185,11 +200,11 @@ def send_result_to_v0_3(response: SendMessageResponse) -> JSON:
 def push_config_to_v0_3(config: TaskPushNotificationConfig) -> JSON:
     """A 0.3 ``TaskPushNotificationConfig``: the config nested under its task."""
     inner: JSON = {"url": config.url}
-    _put(inner, "id", config.id)
-    _put(inner, "token", config.token)
+    put(inner, "id", config.id)
+    put(inner, "token", config.token)
     if config.authentication is not None:
         authentication: JSON = {"schemes": [config.authentication.scheme]}
-        _put(authentication, "credentials", config.authentication.credentials)
+        put(authentication, "credentials", config.authentication.credentials)
         inner["authentication"] = authentication
     return {"taskId": config.task_id or "", "pushNotificationConfig": inner}
 
