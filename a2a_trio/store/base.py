@@ -1,0 +1,189 @@
+"""The one storage interface: what the runtime, the push worker and the CLI ask of a store.
+
+Two backends implement it: :class:`~a2a_trio.store.sqlite.SqliteStore`, the
+embedded default, and :class:`~a2a_trio.store.postgres.PostgresStore`. Every
+operation that may wait on I/O is ``async``; SQLite answers them without
+leaving the trio thread (a commit in WAL mode costs microseconds, less than
+a thread hop), PostgreSQL from a worker thread on a pooled connection, one
+hop per call.
+
+The rule both keep: an event is committed before anyone sees it. The
+recorder works out a round's writes as data (:mod:`.rounds`) and publishes
+them only after :meth:`Store.record` has returned.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import datetime
+from typing import Literal
+
+from ..protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
+from .records import Delivery, Lane, LoggedEvent, Notification, Receipt, StoredTask, TaskPage
+from .rounds import Round, ShareOutcome
+
+__all__ = ["Store"]
+
+
+class Store(ABC):
+    """The durable state of every agent mounted on one database."""
+
+    #: Where the database is, safe to log (no password).
+    display: str
+
+    # --- lifetime -----------------------------------------------------------------
+
+    @abstractmethod
+    async def open(self, *, exclusive: bool = False) -> None:
+        """Connect and migrate (idempotent; every other method needs it first).
+
+        ``exclusive`` is for serving: the store then holds the database until
+        :meth:`aclose`, and opening it exclusively anywhere else, in this
+        process or another, raises :class:`~a2a_trio.store.DatabaseInUseError`
+        naming the holder. Plain opens (readers such as the CLI) neither take
+        nor heed it.
+        """
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Disconnect and, when open exclusively, let the database go."""
+
+    # --- tasks and their log ------------------------------------------------------------
+
+    @abstractmethod
+    async def record(self, round: Round) -> list[ShareOutcome]:
+        """Store a round in one transaction; one outcome per share, in order.
+
+        Each share is all or nothing: a share that cannot be stored (its task
+        exists already, or moved on past the share's first sequence:
+        :class:`~a2a_trio.store.rounds.StaleTask`) is rolled back alone and
+        its outcome holds the error. If the transaction itself fails, nothing
+        is stored and the error is raised. With ``round.push``, each streamed
+        event is queued for every webhook config of its task in the same
+        transaction.
+        """
+
+    @abstractmethod
+    async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
+        """The task, if it exists and (when ``owner`` is given) belongs to ``owner``."""
+
+    @abstractmethod
+    async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
+        """Streamed events of the task with a sequence number above ``seq``, in order."""
+
+    @abstractmethod
+    async def list_tasks(
+        self,
+        agent: str,
+        owner: str,
+        *,
+        context_id: str | None = None,
+        state: TaskState | None = None,
+        updated_after: datetime | None = None,
+        page_size: int = 50,
+        page_token: str | None = None,
+    ) -> TaskPage:
+        """The owner's tasks, most recently updated first, by keyset pagination."""
+
+    @abstractmethod
+    async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
+        """Tasks left SUBMITTED or WORKING: work that had a running executor."""
+
+    @abstractmethod
+    async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
+        """Delete finished tasks last updated before ``older_than``, with everything of theirs.
+
+        Returns how many tasks, events, push configs, notifications, delivery
+        attempts and message receipts went (or would go, with ``dry_run``),
+        under the keys ``tasks``, ``events``, ``push_configs``,
+        ``notifications``, ``attempts`` and ``receipts``.
+        """
+
+    # --- message receipts (retries, spec 3.3.1) ----------------------------------------
+
+    @abstractmethod
+    async def remembered_messages(self, agent: str, since: datetime) -> list[tuple[str, str]]:
+        """(owner, messageId) of every message with a receipt stored at ``since`` or later."""
+
+    @abstractmethod
+    async def find_message(
+        self, agent: str, owner: str, message_id: str, digest: str, since: datetime
+    ) -> Receipt | None:
+        """What the same message of the same owner started at ``since`` or later, if anything."""
+
+    @abstractmethod
+    async def forget_message(self, agent: str, owner: str, message_id: str, digest: str) -> None:
+        """Drop the receipt stored for the message (receipts are written by :meth:`record`)."""
+
+    # --- push notification configs ---------------------------------------------------
+
+    @abstractmethod
+    async def save_push_config(
+        self,
+        agent: str,
+        owner: str,
+        config: TaskPushNotificationConfig,
+        *,
+        protocol: str = PROTOCOL_VERSION,
+    ) -> None:
+        """Insert or replace a config; token and credentials are sealed first.
+
+        ``protocol`` is the version the config was created in: its webhooks
+        carry that version's body.
+        """
+
+    @abstractmethod
+    async def get_push_config(
+        self, agent: str, task_id: str, config_id: str, *, owner: str | None
+    ) -> TaskPushNotificationConfig | None: ...
+
+    @abstractmethod
+    async def list_push_configs(
+        self, agent: str, task_id: str, *, owner: str | None
+    ) -> list[TaskPushNotificationConfig]:
+        """The task's configs, oldest first (every owner's when ``owner`` is None)."""
+
+    @abstractmethod
+    async def delete_push_config(
+        self, agent: str, task_id: str, config_id: str, *, owner: str
+    ) -> bool:
+        """Delete the owner's config; whether there was one."""
+
+    # --- push outbox --------------------------------------------------------------------
+
+    @abstractmethod
+    async def pending_lanes(
+        self, agent: str | None = None, task_id: str | None = None
+    ) -> list[Lane]:
+        """Every (agent, task, config) with notifications still to deliver."""
+
+    @abstractmethod
+    async def next_notification(self, lane: Lane) -> Notification | None:
+        """The oldest notification of the lane still pending (lanes deliver in order)."""
+
+    @abstractmethod
+    async def record_attempt(
+        self,
+        notification: Notification,
+        *,
+        outcome: Literal["delivered", "retry", "failed"],
+        status: int | None,
+        error: str | None,
+        duration_ms: float,
+        next_attempt_at: float = 0.0,
+    ) -> None:
+        """Log one delivery attempt and move the notification on, atomically."""
+
+    @abstractmethod
+    async def abandon_notification(self, notification: Notification, reason: str) -> None:
+        """Fail a notification without an attempt (its config was deleted)."""
+
+    @abstractmethod
+    async def requeue_notification(self, outbox_id: int) -> bool:
+        """Put a failed (dead-letter) notification back in its lane for delivery."""
+
+    @abstractmethod
+    async def deliveries(
+        self, agent: str | None = None, task_id: str | None = None
+    ) -> list[Delivery]:
+        """Notifications (oldest first) with every attempt made for each."""

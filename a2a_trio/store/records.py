@@ -1,0 +1,199 @@
+"""What the stores hand back: tasks as stored, log rows, outbox rows, pages.
+
+Plain data shared by every backend, with the few rules about stored text
+that both must apply alike (how a snapshot is read back, how times sort,
+what a page token holds).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from ..protocol import InvalidParamsError, Message, Part, Role, Task, TaskState, TaskStatus
+from ..protocol._base import iso_utc
+
+__all__ = [
+    "STREAMED_KINDS",
+    "UNREADABLE_SNAPSHOT",
+    "Attempt",
+    "Delivery",
+    "EventKind",
+    "Lane",
+    "LoggedEvent",
+    "Notification",
+    "Receipt",
+    "StoredTask",
+    "TaskPage",
+    "decode_page_token",
+    "encode_page_token",
+    "order_key",
+    "read_snapshot",
+]
+
+log = logging.getLogger("a2a_trio.store")
+
+#: ``task``, ``status`` and ``artifact`` rows hold a StreamResponse that
+#: subscribers see; ``message`` rows hold a Message added to the history.
+EventKind = Literal["task", "status", "artifact", "message"]
+STREAMED_KINDS = ("task", "status", "artifact")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTask:
+    """A task as stored: its snapshot, its owner and its log position."""
+
+    agent: str
+    owner: str
+    task: Task
+    last_seq: int
+
+    @property
+    def state(self) -> TaskState:
+        return self.task.status.state
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """Notifications for one webhook config of one task: delivered strictly in order."""
+
+    agent: str
+    task_id: str
+    config_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One queued update for one webhook: the task's event as a StreamResponse."""
+
+    lane: Lane
+    id: int
+    notification_id: str
+    seq: int
+    payload: str
+    attempts: int
+    next_attempt_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    number: int
+    at: str
+    status: int | None
+    error: str | None
+    duration_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A notification's history: its state (pending, delivered, failed) and attempts."""
+
+    id: int
+    notification_id: str
+    agent: str
+    task_id: str
+    config_id: str
+    seq: int
+    state: str
+    attempts_made: int
+    last_error: str | None
+    created_at: str
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    seq: int
+    kind: str
+    payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What an earlier SendMessage with the same messageId and content started."""
+
+    #: The task it created or continued, and for a continuation the log
+    #: position of the message (0 for a new task); or the direct answer.
+    task_id: str | None
+    seq: int
+    answer: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    tasks: list[Task]
+    next_page_token: str
+    total_size: int
+
+
+#: The status message of a task whose stored snapshot could not be read.
+UNREADABLE_SNAPSHOT = (
+    "This task's stored record cannot be read; its history and artifacts are not shown."
+)
+
+
+def read_snapshot(task_id: str, context_id: str | None, state: str, text: str) -> Task:
+    """The stored task; a stand-in, logged, for a snapshot that cannot be read.
+
+    Everything written now can be read back (see protocol.limits), but a row
+    written by an older version may not be. One such row must not break
+    every ListTasks page that holds it, nor stop the start-up recovery: the
+    stand-in keeps the id, the context and the state, and says why the rest
+    is missing; the event log keeps the original events.
+    """
+    try:
+        return Task.model_validate_json(text)
+    except ValueError as error:  # pydantic's ValidationError is a ValueError
+        log.error("task %s: its stored snapshot cannot be read (%s)", task_id, error)
+        return Task(
+            id=task_id,
+            context_id=context_id,
+            status=TaskStatus(
+                state=TaskState.parse(state),
+                message=Message(
+                    message_id=f"{task_id}-unreadable",
+                    role=Role.AGENT,
+                    parts=[Part(text=UNREADABLE_SNAPSHOT)],
+                    task_id=task_id,
+                    context_id=context_id,
+                ),
+            ),
+        )
+
+
+def order_key(moment: datetime) -> str:
+    """A time as stored: fixed width and UTC, so text order is time order.
+
+    Microseconds break ties that the millisecond wire format would leave.
+    """
+    return iso_utc(moment, "microseconds")
+
+
+def encode_page_token(updated_at: str, task_id: str) -> str:
+    """The ListTasks cursor after the task (its ``order_key`` and id)."""
+    raw = json.dumps([updated_at, task_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_page_token(token: str) -> tuple[str, str]:
+    """The (updated_at, task id) a token holds; InvalidParamsError for anything else."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        decoded = json.loads(raw)
+        if not (
+            isinstance(decoded, list)
+            and len(decoded) == 2
+            and all(isinstance(item, str) for item in decoded)
+        ):
+            raise ValueError
+        updated_at, task_id = decoded
+    except (ValueError, TypeError, binascii.Error):
+        raise InvalidParamsError(
+            "pageToken: not a token this server issued", metadata={"field": "pageToken"}
+        ) from None
+    return updated_at, task_id
