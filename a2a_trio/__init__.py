@@ -49,7 +49,7 @@ from .server import (
     RequestCredentials,
     ServerSettings,
 )
-from .store import TaskStore
+from .store import SqliteStore, Store
 
 __version__ = "0.1.0"
 
@@ -82,12 +82,13 @@ __all__ = [
     "RequestCredentials",
     "Role",
     "ServerSettings",
+    "SqliteStore",
+    "Store",
     "Task",
     "TaskArtifactUpdateEvent",
     "TaskState",
     "TaskStatus",
     "TaskStatusUpdateEvent",
-    "TaskStore",
     "TaskUpdater",
     "answer_text",
     "app",

@@ -2,7 +2,7 @@
 
 ``a2a_trio:app`` reads ``a2a.toml`` from the working directory (or the file
 named by ``A2A_TRIO_CONFIG``); without one it serves the bundled echo agent.
-``A2A_TRIO_DATABASE`` overrides ``storage.path``. Every key is documented in
+``A2A_TRIO_DATABASE`` overrides ``storage.url``. Every key is documented in
 docs/configuration.md.
 """
 
@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from .protocol.limits import DEPTH_CEILING, Limits
 from .protocol.operations import describe_validation_error
@@ -31,11 +31,18 @@ from .server import (
     ServerSettings,
 )
 from .server.cards import import_object
+from .store.postgres import PoolSettings
+from .store.url import (
+    DATABASE_ENV,
+    DEFAULT_URL,
+    DatabaseLocation,
+    DatabaseURLError,
+    parse_database_url,
+)
 
 __all__ = ["AgentSettings", "ConfigError", "Settings", "build_app", "load_settings"]
 
 CONFIG_ENV = "A2A_TRIO_CONFIG"
-DATABASE_ENV = "A2A_TRIO_DATABASE"
 DEFAULT_CONFIG = "a2a.toml"
 
 
@@ -48,8 +55,28 @@ class _Section(BaseModel):
 
 
 class StorageSettings(_Section):
-    path: str = "a2a.db"
+    #: ``sqlite:///a2a.db`` (the default), a plain path, or ``postgresql://user@host/db``.
+    url: str = DEFAULT_URL
+    #: The older spelling of a SQLite ``url``: a path (ignored when ``url`` is set).
+    path: str | None = None
     secret_key: str | None = None
+    #: PostgreSQL only: connections per process, and their timeouts in seconds.
+    pool_size: int = Field(default=10, ge=1, le=1000)
+    connect_timeout: float = Field(default=5.0, gt=0)
+    statement_timeout: float = Field(default=30.0, gt=0)
+    #: Which setting ``url`` came from, for messages (``A2A_TRIO_DATABASE`` overrides).
+    _source: str = PrivateAttr(default="storage.url")
+
+    def location(self) -> DatabaseLocation:
+        """Where the database is; DatabaseURLError names the setting it came from."""
+        return parse_database_url(self.url, key=self._source)
+
+    def pool(self) -> PoolSettings:
+        return PoolSettings(
+            size=self.pool_size,
+            connect_timeout=self.connect_timeout,
+            statement_timeout=self.statement_timeout,
+        )
 
 
 class RuntimeSettings(_Section):
@@ -165,9 +192,16 @@ def load_settings(path: str | Path | None = None) -> Settings:
         settings = Settings.model_validate(data)
     except ValidationError as error:
         raise ConfigError(f"{config_path}: {describe_validation_error(error)}") from None
+    storage = settings.storage
     database = os.environ.get(DATABASE_ENV)
     if database:
-        settings.storage.path = database
+        storage.url, storage._source = database, DATABASE_ENV
+    elif storage.path is not None and "url" not in storage.model_fields_set:
+        storage.url, storage._source = storage.path, "storage.path"
+    try:
+        storage.location()
+    except DatabaseURLError as error:
+        raise ConfigError(str(error)) from None
     return settings
 
 
@@ -245,8 +279,9 @@ def build_app(settings: Settings | None = None) -> A2AApp:
     push = settings.push.model_dump()
     push["allowed_hosts"] = tuple(push["allowed_hosts"])
     app = A2AApp(
-        database=settings.storage.path,
+        database=settings.storage.location(),
         secret_key=settings.storage.secret_key,
+        pool=settings.storage.pool(),
         settings=ServerSettings(**settings.server.model_dump()),
         host_settings=HostSettings(
             **settings.runtime.model_dump(), limits=Limits(**settings.limits.model_dump())

@@ -34,6 +34,7 @@ from .protocol import (
 from .push import PushSettings
 from .runtime import AgentExecutor, EventQueue, RequestContext, TaskUpdater, new_agent_message
 from .server import A2AApp, LazyApp
+from .store.url import DATABASE_ENV, DatabaseLocation, parse_database_url
 
 __all__ = [
     "PROFILES",
@@ -223,7 +224,9 @@ def extended_conformance_card(profile: Profile = "default") -> AgentCard:
 KIT_WEBHOOK_HOSTS = ("localhost", "127.0.0.1", "example.com")
 
 
-def conformance_app(database: str | Path = "tck.db", profile: Profile = "default") -> A2AApp:
+def conformance_app(
+    database: str | Path | DatabaseLocation = "tck.db", profile: Profile = "default"
+) -> A2AApp:
     """An app serving the conformance agent at the root (the kit fetches the root card)."""
     app = A2AApp(database=database, push_settings=PushSettings(allowed_hosts=KIT_WEBHOOK_HOSTS))
     app.mount(
@@ -238,7 +241,7 @@ def conformance_app(database: str | Path = "tck.db", profile: Profile = "default
 
 def _app_from_environment() -> A2AApp:
     profile = os.environ.get("A2A_TRIO_TCK_PROFILE", "default")
-    database = os.environ.get("A2A_TRIO_DATABASE", "tck.db")
+    database = parse_database_url(os.environ.get(DATABASE_ENV, "tck.db"), key=DATABASE_ENV)
     return conformance_app(database, profile)  # type: ignore[arg-type]
 
 

@@ -460,7 +460,7 @@ async def test_good_credentials_are_let_in_and_own_the_task(
         credentials = case.good()
         task = result_of(await send(server, binding, credentials), binding)["task"]
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
-        stored = server.app.store.get_task("default", task["id"], owner=None)
+        stored = await server.app.store.get_task("default", task["id"], owner=None)
         assert stored is not None
         assert stored.owner == "alice"
         fetched = await call(server, binding, "GetTask", {"id": task["id"]}, credentials)
@@ -475,7 +475,7 @@ async def test_missing_credentials_are_a_401_naming_the_scheme(
     case = CASES[name]
     async with serving(tmp_path, case, jwks) as server:
         assert_challenged(await send(server, binding), binding, case.challenge)
-        assert server.app.store.list_tasks("default", "", page_size=10).total_size == 0
+        assert (await server.app.store.list_tasks("default", "", page_size=10)).total_size == 0
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
@@ -521,7 +521,7 @@ async def test_a_valid_jwt_without_the_required_scope_is_a_403(
         reader = Credentials(bearer(ec_key().token(scope="tasks:read")))
         error = error_of(await send(server, binding, reader), binding, 403)
         assert "tasks:write" in error["message"]
-        assert server.app.store.list_tasks("default", "alice", page_size=10).total_size == 0
+        assert (await server.app.store.list_tasks("default", "alice", page_size=10)).total_size == 0
 
 
 @pytest.mark.parametrize(
@@ -633,7 +633,7 @@ async def test_the_guard_scheme_names_the_owner(tmp_path: Path, guard: str, owne
     ) as server:
         both = Credentials({"X-API-Key": "k-service", **bearer("t-alice")})
         task = result_of(await send(server, "rest", both), "rest")["task"]
-        stored = server.app.store.get_task("default", task["id"], owner=None)
+        stored = await server.app.store.get_task("default", task["id"], owner=None)
         assert stored is not None and stored.owner == owner
 
 

@@ -7,16 +7,18 @@ from pathlib import Path
 
 import trio
 
-from a2a_trio.protocol import StreamResponse, Task, TaskState, TaskStatus
-from a2a_trio.store import TaskStore, checkpoint_periodically
+from a2a_trio.protocol import Task, TaskState, TaskStatus
+from a2a_trio.store import SqliteStore, checkpoint_periodically
+
+from .writes import create_task
 
 
-def _write_tasks(store: TaskStore, count: int) -> None:
+async def _write_tasks(store: SqliteStore, count: int) -> None:
     for number in range(count):
         task = Task(
             id=f"t{number}", context_id="c", status=TaskStatus(state=TaskState.WORKING)
         ).model_copy(update={"metadata": {"padding": "x" * 20_000}})
-        store.create_task("a", "o", task, kind="task", payload=StreamResponse(task=task).to_json())
+        await create_task(store, "a", "o", task)
 
 
 def _wal_frames_left(path: Path) -> int:
@@ -27,17 +29,17 @@ def _wal_frames_left(path: Path) -> int:
     return int(frames) - int(copied) if busy == 0 else -1
 
 
-def _autocheckpoint(store: TaskStore) -> int:
+def _autocheckpoint(store: SqliteStore) -> int:
     return int(store.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
 
 
 async def test_commits_leave_checkpoints_to_the_worker_thread(tmp_path: Path) -> None:
-    store = TaskStore(tmp_path / "wal.db")
-    store.open()
+    store = SqliteStore(tmp_path / "wal.db")
+    await store.open()
     async with trio.open_nursery() as nursery:
         await nursery.start(checkpoint_periodically, store, 0.2)
         assert _autocheckpoint(store) == 0
-        _write_tasks(store, 300)  # ~6 MB: past the 1,000 pages SQLite would checkpoint at
+        await _write_tasks(store, 300)  # ~6 MB: past the 1,000 pages SQLite would checkpoint at
         # Nothing was copied by the commits themselves ...
         assert (tmp_path / "wal.db-wal").stat().st_size > 4_000_000
         assert store._checkpointer is None
@@ -47,4 +49,4 @@ async def test_commits_leave_checkpoints_to_the_worker_thread(tmp_path: Path) ->
         assert _wal_frames_left(tmp_path / "wal.db") == 0
         nursery.cancel_scope.cancel()
     assert _autocheckpoint(store) == 1000
-    store.close()
+    await store.aclose()

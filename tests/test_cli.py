@@ -33,7 +33,7 @@ import httpx
 import pytest
 import trio
 
-from a2a_trio import TaskStore
+from a2a_trio import SqliteStore
 from a2a_trio.client import A2AClient
 from a2a_trio.protocol import (
     AgentCard,
@@ -49,6 +49,7 @@ from a2a_trio.protocol import (
 from .conftest import user_message
 from .servers import CARD_PATH, STARTUP_TIMEOUT, STOP_TIMEOUT, ServerProcess, free_port
 from .webhooks import Reply, webhook_receiver
+from .writes import create_task, new_task, record_ok
 
 CLI = [sys.executable, "-m", "a2a_trio.cli"]
 #: The installed console script, next to the interpreter running the tests.
@@ -500,16 +501,33 @@ path = "tasks.db"
 """
 
 
-def store_task(store: TaskStore, task_id: str, state: TaskState, days_ago: float) -> None:
+async def store_task(store: SqliteStore, task_id: str, state: TaskState, days_ago: float) -> None:
     """A task whose last update was ``days_ago`` days ago, written as the server writes it."""
     task = Task(
         id=task_id,
         context_id="ctx",
         status=TaskStatus(state=state, timestamp=utcnow() - timedelta(days=days_ago)),
     )
-    store.create_task(
-        "default", "anonymous", task, kind="task", payload=StreamResponse(task=task).to_json()
-    )
+    await create_task(store, "default", "anonymous", task)
+
+
+async def fill_aged(database: Path) -> None:
+    """Finished and unfinished tasks of different ages, one with a push config."""
+    store = SqliteStore(database)
+    await store.open()
+    try:
+        await store_task(store, "old-completed", TaskState.COMPLETED, 40)
+        await store_task(store, "old-canceled", TaskState.CANCELED, 10)
+        await store_task(store, "recent-completed", TaskState.COMPLETED, 1)
+        await store_task(store, "old-working", TaskState.WORKING, 40)
+        await store_task(store, "old-input-required", TaskState.INPUT_REQUIRED, 40)
+        await store.save_push_config(
+            "default",
+            "anonymous",
+            TaskPushNotificationConfig(id="hook", task_id="old-completed", url="https://x.test/"),
+        )
+    finally:
+        await store.aclose()
 
 
 @pytest.fixture
@@ -517,20 +535,7 @@ def aged_tasks(tmp_path: Path) -> Path:
     """tasks.db with finished and unfinished tasks of different ages; returns the file."""
     (tmp_path / "a2a.toml").write_text(PRUNE_CONFIG)
     database = tmp_path / "tasks.db"
-    store = TaskStore(database)
-    try:
-        store_task(store, "old-completed", TaskState.COMPLETED, 40)
-        store_task(store, "old-canceled", TaskState.CANCELED, 10)
-        store_task(store, "recent-completed", TaskState.COMPLETED, 1)
-        store_task(store, "old-working", TaskState.WORKING, 40)
-        store_task(store, "old-input-required", TaskState.INPUT_REQUIRED, 40)
-        store.save_push_config(
-            "default",
-            "anonymous",
-            TaskPushNotificationConfig(id="hook", task_id="old-completed", url="https://x.test/"),
-        )
-    finally:
-        store.close()
+    trio.run(fill_aged, database)
     return database
 
 
@@ -576,6 +581,64 @@ def test_prune_keeps_finished_tasks_younger_than_the_default_week(
     assert result.status == 0, result.err
     assert result.out.startswith("removed 2 tasks,")
     assert ("recent-completed",) in rows(aged_tasks, "SELECT id FROM tasks")
+
+
+@pytest.mark.parametrize("spelling", ["path", "url"])
+def test_prune_database_prunes_the_database_it_names(
+    tmp_path: Path, aged_tasks: Path, spelling: str
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()  # no a2a.toml here: only --database says which database
+    database = str(aged_tasks) if spelling == "path" else f"sqlite:///{aged_tasks}"
+    result = a2a("prune", "--days", "7", "--database", database, cwd=elsewhere)
+    assert result.status == 0, result.err
+    assert result.out.startswith("removed 2 tasks, 2 events, 1 push configs,")
+    assert ("old-completed",) not in rows(aged_tasks, "SELECT id FROM tasks")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_prune_database_overrides_the_configured_one(tmp_path: Path, aged_tasks: Path) -> None:
+    other = tmp_path / "other.db"
+    result = a2a("prune", "--days", "7", "--database", f"sqlite:///{other}", cwd=tmp_path)
+    assert result.status == 0, result.err
+    assert result.out.startswith("removed 0 tasks,")
+    assert not other.exists()  # a reader never creates a database
+    assert len(rows(aged_tasks, "SELECT id FROM tasks")) == 5
+
+
+@pytest.mark.parametrize("command", ["prune", "deliveries"])
+def test_a_database_url_that_cannot_be_used_is_a_usage_error_naming_the_option(
+    tmp_path: Path, command: str
+) -> None:
+    result = a2a(command, "--database", "mysql://db.internal/a2a", cwd=tmp_path)
+    assert result.status == 2
+    assert "--database: unsupported scheme 'mysql'" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_deliveries_database_reads_the_database_it_names(tmp_path: Path) -> None:
+    database = tmp_path / "push.db"
+    trio.run(queue_a_delivery, database)
+    named = a2a("deliveries", "--database", f"sqlite:///{database}", cwd=tmp_path)
+    assert named.status == 0, named.err
+    assert re.fullmatch(
+        r"\s*\d+  pending +task t-hooked  event 1  config hook  attempts 0", named.lines[0]
+    ), named.lines
+    assert a2a("deliveries", cwd=tmp_path).lines == ["no deliveries"]  # ./a2a.db: none
+
+
+async def queue_a_delivery(database: Path) -> None:
+    """One task with a webhook config, its first event queued for it."""
+    store = SqliteStore(database)
+    await store.open()
+    try:
+        task = Task(id="t-hooked", context_id="ctx", status=TaskStatus(state=TaskState.WORKING))
+        config = TaskPushNotificationConfig(id="hook", task_id="t-hooked", url="https://x.test/")
+        await record_ok(
+            store, new_task("default", "anonymous", task, push_config=config), push=True
+        )
+    finally:
+        await store.aclose()
 
 
 def test_prune_days_0_removes_every_finished_task_a_server_made(tmp_path: Path) -> None:

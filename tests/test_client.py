@@ -554,7 +554,7 @@ async def test_headers_given_to_connect_reach_the_server(tmp_path: Path, binding
         ) as client,
     ):
         task = await finished_task(client)
-        stored = server.app.store.get_task("default", task.id, owner=None)
+        stored = await server.app.store.get_task("default", task.id, owner=None)
         assert stored is not None and stored.owner == "alice"
         assert [t.id for t in (await client.list_tasks()).tasks] == [task.id]
 

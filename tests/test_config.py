@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from a2a_trio.config import ConfigError, build_app, load_settings
+from a2a_trio.store import SqliteStore
+from a2a_trio.store.url import SqliteLocation
 
 TWO_AGENTS = """
 [storage]
@@ -48,6 +50,7 @@ def test_a2a_toml_in_the_working_directory_is_read(
         "greeter": "/greeter",
     }
     assert app.mounts["echo"].well_known and not app.mounts["greeter"].well_known
+    assert isinstance(app.store, SqliteStore)
     assert app.store.path == "two.db"
 
 
@@ -57,7 +60,79 @@ def test_the_database_environment_variable_overrides_the_file(
     (tmp_path / "conf.toml").write_text(TWO_AGENTS)
     monkeypatch.setenv("A2A_TRIO_CONFIG", str(tmp_path / "conf.toml"))
     monkeypatch.setenv("A2A_TRIO_DATABASE", str(tmp_path / "elsewhere.db"))
-    assert load_settings().storage.path == str(tmp_path / "elsewhere.db")
+    storage = load_settings().storage
+    assert storage.url == str(tmp_path / "elsewhere.db")
+    assert storage.location() == SqliteLocation(tmp_path / "elsewhere.db")
+
+
+def test_the_database_environment_variable_overrides_a_url_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "conf.toml"
+    path.write_text('[storage]\nurl = "sqlite:///configured.db"\n')
+    monkeypatch.setenv("A2A_TRIO_DATABASE", "sqlite:///from-the-environment.db")
+    location = load_settings(path).storage.location()
+    assert location == SqliteLocation(Path("from-the-environment.db"))
+
+
+def test_the_default_database_is_a2a_db_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("A2A_TRIO_DATABASE", raising=False)
+    path = tmp_path / "empty.toml"
+    path.write_text("")
+    storage = load_settings(path).storage
+    assert storage.url == "sqlite:///a2a.db"
+    assert storage.location() == SqliteLocation(Path("a2a.db"))
+
+
+@pytest.mark.parametrize(
+    ("storage", "expected"),
+    [
+        ('url = "sqlite:///tasks.db"', "tasks.db"),
+        ('url = "sqlite:////srv/a2a/tasks.db"', "/srv/a2a/tasks.db"),
+        ('url = "tasks.db"', "tasks.db"),
+        ('path = "older.db"', "older.db"),
+        ('path = "older.db"\nurl = "sqlite:///newer.db"', "newer.db"),
+    ],
+    ids=["url", "absolute-url", "url-as-path", "path", "url-over-path"],
+)
+def test_the_storage_url_or_its_older_spelling_path_names_the_sqlite_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str, expected: str
+) -> None:
+    monkeypatch.delenv("A2A_TRIO_DATABASE", raising=False)
+    path = tmp_path / "conf.toml"
+    path.write_text(f"[storage]\n{storage}\n")
+    assert load_settings(path).storage.location() == SqliteLocation(Path(expected))
+
+
+@pytest.mark.parametrize(
+    ("storage", "key"),
+    [
+        ('url = "mysql://db.internal/a2a"', "storage.url"),
+        ('url = "postgresql:///a2a"', "storage.url"),
+        ('path = "sqlite://nowhere"', "storage.path"),
+    ],
+)
+def test_a_storage_url_that_cannot_be_used_stops_start_up_naming_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str, key: str
+) -> None:
+    monkeypatch.delenv("A2A_TRIO_DATABASE", raising=False)
+    path = tmp_path / "bad.toml"
+    path.write_text(f"[storage]\n{storage}\n")
+    with pytest.raises(ConfigError, match=f"^{key}: "):
+        load_settings(path)
+
+
+def test_a_database_environment_variable_that_cannot_be_used_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "conf.toml"
+    path.write_text("")
+    monkeypatch.setenv("A2A_TRIO_DATABASE", "postgresql://app:s3cret@db.internal:port/a2a")
+    with pytest.raises(ConfigError, match=r"^A2A_TRIO_DATABASE: ") as refused:
+        load_settings(path)
+    assert "s3cret" not in str(refused.value)
 
 
 def test_an_unknown_key_stops_start_up_naming_it(tmp_path: Path) -> None:

@@ -38,9 +38,10 @@ from a2a_trio.runtime import (
     RequestContext,
     TaskUpdater,
 )
-from a2a_trio.store import TaskStore
+from a2a_trio.store import SqliteStore
 
 from .agents import ScriptedExecutor
+from .writes import create_task
 
 ALICE = Principal("alice", authenticated=True)
 BOB = Principal("bob", authenticated=True)
@@ -69,7 +70,7 @@ async def running_host(
     tmp_path: Path, executor: AgentExecutor | None = None, **settings: Any
 ) -> AsyncIterator[AgentHost]:
     """A host named ``test`` on ``tmp_path/host.db`` (the same file each time: restarts)."""
-    store = TaskStore(tmp_path / "host.db")
+    store = SqliteStore(tmp_path / "host.db")
     host = AgentHost(
         name="test",
         executor=executor or ScriptedExecutor(),
@@ -82,7 +83,13 @@ async def running_host(
             yield host
         finally:
             await host.close()
-    store.close()
+    await store.aclose()
+
+
+def sqlite_of(host: AgentHost) -> SqliteStore:
+    """The host's store, connected: these hosts run on SQLite files."""
+    assert isinstance(host.store, SqliteStore)
+    return host.store.connect()
 
 
 async def sent_task(host: AgentHost, text: str, **kw: object) -> Task:
@@ -91,12 +98,12 @@ async def sent_task(host: AgentHost, text: str, **kw: object) -> Task:
     return answer
 
 
-def states_of(host: AgentHost, task_id: str) -> list[str]:
+async def states_of(host: AgentHost, task_id: str) -> list[str]:
     """Every state the event log recorded for the task, in order."""
     import json
 
     states = []
-    for event in host.store.events_after(host.name, task_id, 0):
+    for event in await host.store.events_after(host.name, task_id, 0):
         document = json.loads(event.payload)
         if "task" in document:
             states.append(document["task"]["status"]["state"])
@@ -110,7 +117,7 @@ async def test_blocking_send_returns_the_completed_task_with_its_artifact(tmp_pa
         task = await sent_task(host, "echo hello")
         assert task.status.state is TaskState.COMPLETED
         assert task.artifacts and task.artifacts[0].parts[0].text == "hello"
-        assert states_of(host, task.id) == COMPLETED_LOG
+        assert await states_of(host, task.id) == COMPLETED_LOG
 
 
 async def test_return_immediately_answers_while_the_task_still_runs(
@@ -123,7 +130,7 @@ async def test_return_immediately_answers_while_the_task_still_runs(
         await executor.gate.reached.wait()
         executor.gate.release.set()
         await trio.sleep(1)
-        stored = host.get_task(GetTaskRequest(id=task.id), ALICE)
+        stored = await host.get_task(GetTaskRequest(id=task.id), ALICE)
         assert stored.status.state is TaskState.COMPLETED
 
 
@@ -133,7 +140,7 @@ async def test_a_message_answer_creates_no_task(tmp_path: Path) -> None:
         assert isinstance(answer, Message)
         assert answer.parts[0].text == "you said: hi"
         assert answer.context_id
-        assert host.store.list_tasks("test", "alice").total_size == 0
+        assert (await host.store.list_tasks("test", "alice")).total_size == 0
 
 
 async def test_an_executor_that_raises_ends_its_task_failed_with_the_reason(tmp_path: Path) -> None:
@@ -152,7 +159,7 @@ async def test_an_executor_that_raises_before_any_event_still_yields_a_failed_ta
     async with running_host(tmp_path) as host:
         task = await sent_task(host, "raise-now")
         assert task.status.state is TaskState.FAILED
-        assert states_of(host, task.id) == ["TASK_STATE_SUBMITTED", "TASK_STATE_FAILED"]
+        assert await states_of(host, task.id) == ["TASK_STATE_SUBMITTED", "TASK_STATE_FAILED"]
 
 
 async def test_an_executor_that_produces_nothing_is_an_invalid_agent_response(
@@ -175,7 +182,7 @@ async def test_an_illegal_transition_is_refused_and_never_stored(tmp_path: Path)
     async with running_host(tmp_path) as host:
         task = await sent_task(host, "illegal")
         assert task.status.state is TaskState.COMPLETED
-        assert states_of(host, task.id) == COMPLETED_LOG
+        assert await states_of(host, task.id) == COMPLETED_LOG
 
 
 async def test_rejection_from_submitted_is_final(tmp_path: Path) -> None:
@@ -214,7 +221,7 @@ async def test_another_callers_task_is_not_found(tmp_path: Path) -> None:
     async with running_host(tmp_path) as host:
         task = await sent_task(host, "ask")
         with pytest.raises(TaskNotFoundError):
-            host.get_task(GetTaskRequest(id=task.id), BOB)
+            await host.get_task(GetTaskRequest(id=task.id), BOB)
         with pytest.raises(TaskNotFoundError):
             await host.send_message(request("x", task_id=task.id), BOB)
         with pytest.raises(TaskNotFoundError):
@@ -285,7 +292,7 @@ async def test_an_executor_ignoring_cancel_is_stopped_once_its_task_is_canceled(
         # Stopped at once, not when the 5 s cancel grace runs out.
         await trio.sleep(0.01)
         assert not host._executions.running
-        assert states_of(host, task.id)[-1] == "TASK_STATE_CANCELED"
+        assert (await states_of(host, task.id))[-1] == "TASK_STATE_CANCELED"
 
 
 async def test_an_executor_working_in_a_loop_stops_within_50_ms_of_the_cancel_answer(
@@ -302,7 +309,7 @@ async def test_an_executor_working_in_a_loop_stops_within_50_ms_of_the_cancel_an
         assert executor.loop_stopped_at is not None
         assert executor.loop_stopped_at - answered <= 0.05
         assert all(when <= answered + 0.05 for when in executor.progress_times)
-        assert states_of(host, task.id)[-1] == "TASK_STATE_CANCELED"
+        assert (await states_of(host, task.id))[-1] == "TASK_STATE_CANCELED"
 
 
 async def test_shutdown_waits_for_the_grace_period_then_fails_running_tasks(
@@ -315,7 +322,7 @@ async def test_shutdown_waits_for_the_grace_period_then_fails_running_tasks(
         started = trio.current_time()
         await host.close()
         assert trio.current_time() - started == pytest.approx(10.0, abs=0.1)
-        stored = host.store.get_task("test", task.id, owner=None)
+        stored = await host.store.get_task("test", task.id, owner=None)
         assert stored is not None
         assert stored.state is TaskState.FAILED
 
@@ -324,7 +331,7 @@ async def test_a_host_cancelled_from_outside_fails_running_tasks_at_once_and_rec
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     # A server that stops hard (its lifespan cut off) skips the grace, not the record.
-    store = TaskStore(tmp_path / "host.db")
+    store = SqliteStore(tmp_path / "host.db")
     host = AgentHost(name="test", executor=ScriptedExecutor(), store=store)
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)
@@ -333,11 +340,11 @@ async def test_a_host_cancelled_from_outside_fails_running_tasks_at_once_and_rec
         cancelled_at = trio.current_time()
         nursery.cancel_scope.cancel()
     assert trio.current_time() - cancelled_at < 0.1
-    stored = store.get_task("test", task.id, owner=None)
+    stored = await store.get_task("test", task.id, owner=None)
     assert stored is not None and stored.state is TaskState.FAILED
     assert stored.task.status.message is not None
     assert stored.task.status.message.parts[0].text == SHUTDOWN_REASON
-    store.close()
+    await store.aclose()
 
 
 async def test_begin_close_now_ends_a_grace_under_way(
@@ -350,7 +357,9 @@ async def test_begin_close_now_ends_a_grace_under_way(
         host.begin_close(now=True)
         await host.close()
         assert trio.current_time() == pytest.approx(2.0, abs=0.1)
-        assert host.get_task(GetTaskRequest(id=task.id), ALICE).status.state is TaskState.FAILED
+        assert (
+            await host.get_task(GetTaskRequest(id=task.id), ALICE)
+        ).status.state is TaskState.FAILED
 
 
 async def test_a_subscription_to_a_waiting_task_ends_when_the_host_closes(
@@ -358,7 +367,7 @@ async def test_a_subscription_to_a_waiting_task_ends_when_the_host_closes(
 ) -> None:
     async with running_host(tmp_path) as host:
         task = await sent_task(host, "ask")
-        stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+        stream = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
         received: list[StreamResponse] = []
         ended = trio.Event()
 
@@ -380,22 +389,25 @@ async def test_a_subscription_to_a_waiting_task_ends_when_the_host_closes(
 
 
 async def test_tasks_left_running_by_a_crash_are_failed_at_start(tmp_path: Path) -> None:
-    store = TaskStore(tmp_path / "host.db")
+    store = SqliteStore(tmp_path / "host.db")
     running = Task.model_validate(
         {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_WORKING"}}
     )
     waiting = Task.model_validate(
         {"id": "t2", "contextId": "c1", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}
     )
+    await store.open()
     for task in (running, waiting):
-        store.create_task("test", "alice", task, kind="task", payload="{}")
-    store.close()
+        await create_task(store, "test", "alice", task)
+    await store.aclose()
     async with running_host(tmp_path) as host:
-        assert host.get_task(GetTaskRequest(id="t1"), ALICE).status.state is TaskState.FAILED
+        assert (
+            await host.get_task(GetTaskRequest(id="t1"), ALICE)
+        ).status.state is TaskState.FAILED
         # A task waiting for its client had no running executor: it survives a restart.
         assert (
-            host.get_task(GetTaskRequest(id="t2"), ALICE).status.state is TaskState.INPUT_REQUIRED
-        )
+            await host.get_task(GetTaskRequest(id="t2"), ALICE)
+        ).status.state is TaskState.INPUT_REQUIRED
 
 
 async def test_stream_starts_with_the_task_and_ends_after_the_final_event(tmp_path: Path) -> None:
@@ -430,8 +442,8 @@ async def test_subscribers_see_the_snapshot_then_every_event_until_the_end(
     async with running_host(tmp_path, executor) as host:
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
-        first = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
-        second = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+        first = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+        second = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
         executor.gate.release.set()
         seen_first = [response.to_json() async for _, response in first]
         seen_second = [response.to_json() async for _, response in second]
@@ -444,13 +456,13 @@ async def test_subscribe_to_a_final_task_is_unsupported(tmp_path: Path) -> None:
     async with running_host(tmp_path) as host:
         task = await sent_task(host, "echo")
         with pytest.raises(UnsupportedOperationError):
-            host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+            await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
 
 
 async def test_a_subscriber_resumes_after_its_last_event_id(tmp_path: Path) -> None:
     async with running_host(tmp_path) as host:
         task = await sent_task(host, "echo resumed")
-        stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE, last_event_id=2)
+        stream = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE, last_event_id=2)
         assert [seq async for seq, _ in stream] == [3, 4]
 
 
@@ -461,7 +473,7 @@ async def test_a_lagging_subscriber_catches_up_from_the_log(
     async with running_host(tmp_path, executor, feed_window=1) as host:
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
-        stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+        stream = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
         executor.gate.release.set()
         await trio.sleep(1)  # artifact and completion are both published before we read
         seqs = [seq async for seq, _ in stream]
@@ -511,7 +523,7 @@ async def _faulty_host(
     """A host on a database that carries ``fault`` (real SQL), with gated executions."""
     executor = _TogetherExecutor()
     async with running_host(tmp_path, executor) as host:  # type: ignore[arg-type]
-        host.store.open().db.conn.executescript(fault)
+        sqlite_of(host).db.conn.executescript(fault)
         yield host, executor
 
 
@@ -529,13 +541,13 @@ async def test_a_task_whose_events_cannot_be_stored_costs_no_other_task_its_even
         for text in ("clean one", "clean two"):
             task = answers[text]
             assert task.status.state is TaskState.COMPLETED
-            assert states_of(host, task.id) == COMPLETED_LOG
+            assert await states_of(host, task.id) == COMPLETED_LOG
         poisoned = answers["poison"]
         assert poisoned.status.state is TaskState.FAILED
         assert poisoned.status.message is not None
         assert "server failed" in (poisoned.status.message.parts[0].text or "")
         # Nothing of the rolled-back events was stored: only the host's ending.
-        assert states_of(host, poisoned.id) == ["TASK_STATE_SUBMITTED", "TASK_STATE_FAILED"]
+        assert await states_of(host, poisoned.id) == ["TASK_STATE_SUBMITTED", "TASK_STATE_FAILED"]
         assert not poisoned.artifacts
 
 
@@ -556,13 +568,13 @@ async def test_a_failed_commit_publishes_nothing_of_its_round_and_the_host_goes_
         answers = await _send_together(host, executor.start, "doom", "bystander")
         for task in answers.values():
             assert task.status.state is TaskState.FAILED
-            assert states_of(host, task.id) == ["TASK_STATE_SUBMITTED", "TASK_STATE_FAILED"]
+            assert await states_of(host, task.id) == ["TASK_STATE_SUBMITTED", "TASK_STATE_FAILED"]
             assert not task.artifacts
         # The transaction did not stay open: the next task is stored as usual.
         executor.start.set()
         later = await sent_task(host, "later")
         assert later.status.state is TaskState.COMPLETED
-        assert states_of(host, later.id)[-1] == "TASK_STATE_COMPLETED"
+        assert (await states_of(host, later.id))[-1] == "TASK_STATE_COMPLETED"
 
 
 class _LeakyExecutor(AgentExecutor):
@@ -588,9 +600,9 @@ async def test_a_queue_used_after_its_execution_ended_is_closed(tmp_path: Path) 
             await late.add_artifact("too late")
         with pytest.raises(trio.ClosedResourceError):
             executor.queues[0].enqueue_event_nowait(task)
-        stored = host.store.get_task(host.name, task.id, owner=None)
+        stored = await host.store.get_task(host.name, task.id, owner=None)
         assert stored is not None and stored.state is TaskState.COMPLETED
-        assert states_of(host, task.id) == COMPLETED_LOG
+        assert await states_of(host, task.id) == COMPLETED_LOG
 
 
 async def test_a_cancel_that_cannot_be_stored_answers_an_error_and_the_host_goes_on(
@@ -599,7 +611,7 @@ async def test_a_cancel_that_cannot_be_stored_answers_an_error_and_the_host_goes
     # A real SQLite failure for every CANCELED status, the canceller's and the host's.
     executor = ScriptedExecutor()
     async with running_host(tmp_path, executor) as host:
-        host.store.open().db.conn.execute(
+        sqlite_of(host).db.conn.execute(
             "CREATE TRIGGER no_cancel BEFORE INSERT ON task_events"
             " WHEN NEW.payload LIKE '%TASK_STATE_CANCELED%'"
             " BEGIN SELECT RAISE(ABORT, 'no cancel'); END"
@@ -609,6 +621,6 @@ async def test_a_cancel_that_cannot_be_stored_answers_an_error_and_the_host_goes
         with pytest.raises(InternalError):
             await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
         # Nothing claims the task was canceled, and the host serves the next message.
-        assert "TASK_STATE_CANCELED" not in states_of(host, task.id)
+        assert "TASK_STATE_CANCELED" not in await states_of(host, task.id)
         later = await sent_task(host, "echo later")
         assert later.status.state is TaskState.COMPLETED

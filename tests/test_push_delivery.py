@@ -25,7 +25,7 @@ from a2a_trio import A2AApp
 from a2a_trio.protocol import AgentCapabilities
 from a2a_trio.push import AddressScreen, PushDispatcher, PushSettings, ScreenedTarget
 from a2a_trio.push.screening import system_resolver
-from a2a_trio.store import Delivery
+from a2a_trio.store import Delivery, SqliteStore
 
 from .agents import ScriptedExecutor
 from .conftest import LiveServer, live_server, make_card, user_message
@@ -103,6 +103,13 @@ async def push_server(
 
     async with live_server(tmp_path, configure, push_settings=settings) as server:
         yield server
+
+
+def sqlite_of(server: LiveServer) -> SqliteStore:
+    """The server's store, connected: these servers run on SQLite files."""
+    store = server.app.store
+    assert isinstance(store, SqliteStore)
+    return store.connect()
 
 
 def webhook(
@@ -204,7 +211,7 @@ async def settled(
     """The task's ``count`` notifications once none of them is pending any more."""
     with trio.fail_after(SETTLE_TIMEOUT):
         while True:
-            deliveries = server.app.store.deliveries(task_id=task_id)
+            deliveries = await server.app.store.deliveries(task_id=task_id)
             if len(deliveries) >= count and all(d.state != "pending" for d in deliveries):
                 assert len(deliveries) == count, deliveries
                 return deliveries
@@ -421,7 +428,7 @@ async def test_a_receiver_that_does_not_answer_in_time_fails_each_attempt_then_g
         with trio.fail_after(SETTLE_TIMEOUT):
             # The lane moves on to the second update only once the first has failed.
             received = await hook.wait_for(4)
-        [first, *_] = server.app.store.deliveries(task_id=task["id"])
+        [first, *_] = await server.app.store.deliveries(task_id=task["id"])
     assert len({request.notification_id for request in received[:3]}) == 1
     assert received[3].notification_id != received[0].notification_id
     assert all(request.answered_at is None for request in received)
@@ -768,7 +775,7 @@ async def test_direct_mode_survives_a_delivery_that_cannot_be_recorded(
         webhook_receiver() as hook,
         push_server(tmp_path, DIRECT) as server,
     ):
-        server.app.store.open().db.conn.execute(
+        sqlite_of(server).db.conn.execute(
             "CREATE TRIGGER no_attempts BEFORE INSERT ON push_attempts"
             " BEGIN SELECT RAISE(ABORT, 'no attempts'); END"
         )
@@ -782,7 +789,7 @@ async def test_the_dispatcher_survives_an_outbox_it_cannot_read(
 ) -> None:
     async with push_server(tmp_path) as server:
         # A real SQLite failure at every look for pending deliveries.
-        server.app.store.open().db.conn.execute("ALTER TABLE push_outbox RENAME TO gone")
+        sqlite_of(server).db.conn.execute("ALTER TABLE push_outbox RENAME TO gone")
         server.app.push.notify()
         await trio.sleep(120)  # many polls
         await timed_send(server, "echo still here")

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import trio
 
-from a2a_trio.store import Delivery, TaskStore
+from a2a_trio.store import Delivery, SqliteStore
 
 from .conftest import VERSION_HEADERS, user_message
 from .servers import ServerProcess
@@ -91,15 +91,16 @@ async def store_until(
     database: Path, task_id: str, done: Callable[[list[Delivery]], bool]
 ) -> list[Delivery]:
     """The task's deliveries once ``done`` says so, read from the database file."""
-    store = TaskStore(database)
+    store = SqliteStore(database)
+    await store.open()
     try:
         with trio.fail_after(TIMEOUT):
             # Another process writes the database: there is nothing to wait on but time.
-            while not done(deliveries := store.deliveries(task_id=task_id)):  # noqa: ASYNC110
+            while not done(deliveries := await store.deliveries(task_id=task_id)):  # noqa: ASYNC110
                 await trio.sleep(0.05)
         return deliveries
     finally:
-        store.close()
+        await store.aclose()
 
 
 def all_delivered(count: int) -> Callable[[list[Delivery]], bool]:
@@ -162,11 +163,12 @@ async def crash_scenario(directory: Path) -> Crash:
         else:
             await leftover.aclose()
             killed_server_listens = True
-        store = TaskStore(database)
+        store = SqliteStore(database)
+        await store.open()
         try:
-            at_kill = store.deliveries()
+            at_kill = await store.deliveries()
         finally:
-            store.close()
+            await store.aclose()
         requests_before = list(hook.requests)
         hook.default = Reply(200)
 

@@ -28,8 +28,8 @@ from a2a_trio import (
 )
 from a2a_trio.protocol import GetTaskRequest, InvalidAgentResponseError, ListTasksRequest
 from a2a_trio.runtime import AgentHost
-from a2a_trio.store import TaskStore
-from a2a_trio.store.tasks import UNREADABLE_SNAPSHOT
+from a2a_trio.store import SqliteStore
+from a2a_trio.store.records import UNREADABLE_SNAPSHOT
 
 from .test_host import ALICE, request, sent_task, states_of
 
@@ -67,7 +67,7 @@ LIMITS = Limits(parts=2, artifacts=2)
 
 
 async def _run_host(tmp_path: Path, task_status: trio.TaskStatus[AgentHost]) -> None:
-    store = TaskStore(tmp_path / "limits.db")
+    store = SqliteStore(tmp_path / "limits.db")
     host = AgentHost(
         name="test",
         executor=_OverreachingExecutor(),
@@ -79,7 +79,7 @@ async def _run_host(tmp_path: Path, task_status: trio.TaskStatus[AgentHost]) -> 
             await nursery.start(host.run)
             task_status.started(host)
     finally:
-        store.close()
+        await store.aclose()
 
 
 @pytest.mark.parametrize(
@@ -100,9 +100,9 @@ async def test_an_event_over_a_limit_is_refused_and_the_task_goes_on(
             task = await sent_task(host, command)
         assert refusal in caplog.text
         assert task.status.state is TaskState.COMPLETED
-        assert states_of(host, task.id)[-1] == "TASK_STATE_COMPLETED"
+        assert (await states_of(host, task.id))[-1] == "TASK_STATE_COMPLETED"
         # Everything stored reads back.
-        stored = host.get_task(GetTaskRequest(id=task.id), ALICE)
+        stored = await host.get_task(GetTaskRequest(id=task.id), ALICE)
         assert stored.status.state is TaskState.COMPLETED
         assert len(stored.artifacts or []) <= LIMITS.artifacts
         assert all(len(a.parts) <= LIMITS.parts for a in stored.artifacts or [])
@@ -134,8 +134,8 @@ def _unreadable_snapshot(task_id: str, state: str) -> str:
     )
 
 
-def _plant(store: TaskStore, task_id: str, state: str) -> None:
-    store.open().db.conn.execute(
+def _plant(store: SqliteStore, task_id: str, state: str) -> None:
+    store.connect().db.conn.execute(
         "INSERT INTO tasks (agent, id, owner, context_id, state, updated_at, created_at,"
         " last_seq, snapshot) VALUES ('test', ?, 'alice', 'ctx-old', ?,"
         " '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', 0, ?)",
@@ -144,30 +144,30 @@ def _plant(store: TaskStore, task_id: str, state: str) -> None:
 
 
 async def test_an_unreadable_stored_task_is_shown_as_a_stand_in(tmp_path: Path) -> None:
-    store = TaskStore(tmp_path / "old.db")
+    store = SqliteStore(tmp_path / "old.db")
     _plant(store, "old-done", "TASK_STATE_COMPLETED")
-    stored = store.get_task("test", "old-done", owner="alice")
+    stored = await store.get_task("test", "old-done", owner="alice")
     assert stored is not None
     assert stored.task.id == "old-done" and stored.task.context_id == "ctx-old"
     assert stored.state is TaskState.COMPLETED
     assert stored.task.status.message is not None
     assert stored.task.status.message.parts[0].text == UNREADABLE_SNAPSHOT
-    page = store.list_tasks("test", "alice")
+    page = await store.list_tasks("test", "alice")
     assert [task.id for task in page.tasks] == ["old-done"]
-    store.close()
+    await store.aclose()
 
 
 async def test_recovery_ends_an_unreadable_running_task_failed_and_goes_on(
     tmp_path: Path,
 ) -> None:
-    store = TaskStore(tmp_path / "limits.db")
+    store = SqliteStore(tmp_path / "limits.db")
     _plant(store, "old-running", "TASK_STATE_WORKING")
     store.close()
     async with trio.open_nursery() as nursery:
         host: AgentHost = await nursery.start(_run_host, tmp_path)
-        ended = host.get_task(GetTaskRequest(id="old-running"), ALICE)
+        ended = await host.get_task(GetTaskRequest(id="old-running"), ALICE)
         assert ended.status.state is TaskState.FAILED
-        listed = host.list_tasks(ListTasksRequest(), ALICE)
+        listed = await host.list_tasks(ListTasksRequest(), ALICE)
         assert [task.id for task in listed.tasks] == ["old-running"]
         task = await sent_task(host, "plain")
         assert task.status.state is TaskState.COMPLETED

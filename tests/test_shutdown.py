@@ -24,7 +24,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from a2a_trio import A2AApp, TaskState
 from a2a_trio.server import serve as serve_app
-from a2a_trio.store import TaskStore
+from a2a_trio.store import SqliteStore
 
 from .agents import ScriptedExecutor
 from .conftest import VERSION_HEADERS, make_card, user_message
@@ -59,16 +59,17 @@ class Serving:
         """Start a task with ``returnImmediately``; returns its id a second later, WORKING."""
         task_id: str = (await self.send(text, returnImmediately=True))["id"]
         await trio.sleep(1)
-        assert self.stored(task_id)[0] is TaskState.WORKING
+        assert (await self.stored(task_id))[0] is TaskState.WORKING
         return task_id
 
-    def stored(self, task_id: str) -> tuple[TaskState, str | None]:
+    async def stored(self, task_id: str) -> tuple[TaskState, str | None]:
         """The task's state and status text, read from the database file."""
-        store = TaskStore(self.database)
+        store = SqliteStore(self.database)
+        await store.open()
         try:
-            stored = store.get_task("default", task_id, owner=None)
+            stored = await store.get_task("default", task_id, owner=None)
         finally:
-            store.close()
+            await store.aclose()
         assert stored is not None
         message = stored.task.status.message
         return stored.state, message.parts[0].text if message else None
@@ -126,7 +127,7 @@ async def test_the_lifespan_shutdown_gives_a_running_task_the_whole_grace(
         task_id = await server.working("stubborn")
         took = await server.shut_down()
         assert took == pytest.approx(GRACE, abs=0.5)
-        assert server.stored(task_id) == (TaskState.FAILED, SHUTDOWN_REASON)
+        assert await server.stored(task_id) == (TaskState.FAILED, SHUTDOWN_REASON)
 
 
 async def test_a_blocking_client_whose_task_finishes_within_the_grace_gets_its_answer(
@@ -201,7 +202,7 @@ async def test_begin_shutdown_now_ends_the_grace_under_way(
         server.app.begin_shutdown(now=True)
         await server.stopped.wait()
         assert trio.current_time() - started == pytest.approx(2.0, abs=0.5)
-    assert server.stored(task_id) == (TaskState.FAILED, SHUTDOWN_REASON)
+    assert await server.stored(task_id) == (TaskState.FAILED, SHUTDOWN_REASON)
 
 
 async def answer_into(answers: list[dict[str, Any]], sending: Awaitable[dict[str, Any]]) -> None:

@@ -25,7 +25,7 @@ async def test_an_idle_stream_sends_a_keepalive_comment_every_interval(
     async with running_host(tmp_path, executor) as host:
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
-        stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+        stream = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
         response = _event_stream(stream, lambda _, text: text, keepalive=15.0)
         chunks: list[tuple[float, bytes]] = []
         started = trio.current_time()
@@ -58,7 +58,7 @@ async def test_a_client_that_goes_away_ends_the_relay_but_not_the_task(
     async with running_host(tmp_path, executor) as host:
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
-        stream = host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
+        stream = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
         response = _event_stream(stream, lambda _, text: text, keepalive=15.0)
         frames: list[bytes] = []
 
@@ -77,7 +77,8 @@ async def test_a_client_that_goes_away_ends_the_relay_but_not_the_task(
         assert host._live.tasks[task.id].users == 1
         executor.gate.release.set()
         await trio.sleep(1)
-        assert host.store.get_task("test", task.id, owner=None).state.is_final  # type: ignore[union-attr]
+        stored = await host.store.get_task("test", task.id, owner=None)
+        assert stored is not None and stored.state.is_final
         assert task.id not in host._live.tasks
 
 

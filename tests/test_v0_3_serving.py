@@ -20,7 +20,7 @@ import httpx
 import sqlite_utils
 import trio
 
-from a2a_trio import A2AApp, TaskStore
+from a2a_trio import A2AApp, SqliteStore
 from a2a_trio.protocol import AgentCard, TaskPushNotificationConfig
 from a2a_trio.protocol.compat_v0_3 import card_for_both
 from a2a_trio.store.schema import MIGRATIONS, SCHEMA_VERSION
@@ -288,7 +288,7 @@ async def test_a_0_3_and_a_1_0_config_on_one_task_each_get_their_own_body(
 # --- the stored protocol ----------------------------------------------------------------
 
 
-def test_push_configs_of_an_older_database_are_kept_as_1_0_configs(tmp_path: Path) -> None:
+async def test_push_configs_of_an_older_database_are_kept_as_1_0_configs(tmp_path: Path) -> None:
     # A database as the previous schema left it: three migrations, one config.
     database = tmp_path / "old.db"
     db = sqlite_utils.Database(database)
@@ -300,13 +300,14 @@ def test_push_configs_of_an_older_database_are_kept_as_1_0_configs(tmp_path: Pat
         " VALUES ('a', 't', 'c', 'o', 'https://hooks.example/x', '0')"
     )
     db.close()
-    store = TaskStore(database)
+    store = SqliteStore(database)
+    await store.open()
     try:
-        [config] = store.list_push_configs("a", "t", owner=None)
+        [config] = await store.list_push_configs("a", "t", owner=None)
         [(protocol,)] = store.db.execute("SELECT protocol FROM push_configs").fetchall()
         version = store.db.execute("PRAGMA user_version").fetchone()[0]
     finally:
-        store.close()
+        await store.aclose()
     assert config == TaskPushNotificationConfig(id="c", task_id="t", url="https://hooks.example/x")
     assert protocol == "1.0" and version == SCHEMA_VERSION == 4
 

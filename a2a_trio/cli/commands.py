@@ -6,20 +6,28 @@ import json
 import keyword
 import re
 import signal
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import click
+import trio
 from pydantic import ValidationError
 
 from ..config import ConfigError, Settings, build_app, load_settings
 from ..protocol import AgentCard, utcnow
 from ..server.app import normalise_prefix
 from ..server.cards import ServedCard, card_problems, resolve_card
-from ..store import DatabaseInUseError, TaskStore
+from ..store import DatabaseInUseError, Store
+from ..store.factory import store_at
+from ..store.postgres import DatabaseUnavailable
+from ..store.url import DatabaseURLError, SqliteLocation, parse_database_url
 from .verify import verify_remote_card
 
 __all__ = ["card", "deliveries", "make_executor", "prune", "serve"]
+
+T = TypeVar("T")
 
 config_option = click.option(
     "--config",
@@ -36,12 +44,43 @@ def _settings(config_path: Path | None) -> Settings:
         raise click.UsageError(str(error)) from None
 
 
-def _store(settings: Settings) -> TaskStore | None:
-    """The configured database, or None when there is none yet (never create one here)."""
-    path = Path(settings.storage.path)
-    if not path.exists():
+database_option = click.option(
+    "--database",
+    "database",
+    metavar="URL",
+    help="The database (a path, sqlite:///path or postgresql://...); default: the configured one.",
+)
+
+
+def _store(settings: Settings, database: str | None) -> Store | None:
+    """The chosen database, or None when there is no SQLite file yet (never create one here)."""
+    storage = settings.storage
+    try:
+        location = (
+            parse_database_url(database, key="--database") if database else storage.location()
+        )
+    except DatabaseURLError as error:
+        raise click.UsageError(str(error)) from None
+    if isinstance(location, SqliteLocation) and not location.path.exists():
         return None
-    return TaskStore(path, secret_key=settings.storage.secret_key)
+    return store_at(location, secret_key=storage.secret_key, pool=storage.pool())
+
+
+def _on_store(store: Store, work: Callable[[Store], Awaitable[T]]) -> T:
+    """Open the store, run ``work`` on it, close it: one trio run."""
+
+    async def run() -> T:
+        try:
+            await store.open()
+            return await work(store)
+        finally:
+            await store.aclose()
+
+    try:
+        return trio.run(run)
+    except (DatabaseUnavailable, RuntimeError) as error:  # unreachable, or a newer schema
+        click.echo(f"error: {error}", err=True)
+        raise SystemExit(1) from None
 
 
 SKELETON = '''"""The {name} agent: replace the echo with your agent's work."""
@@ -230,16 +269,15 @@ def _configured_card(settings: Settings, agent: str | None, base: str) -> tuple[
 @click.option("--days", type=click.IntRange(min=0), default=7, show_default=True)
 @click.option("--dry-run", is_flag=True, help="Count what would go; delete nothing.")
 @config_option
-def prune(days: int, dry_run: bool, config_path: Path | None) -> None:
+@database_option
+def prune(days: int, dry_run: bool, config_path: Path | None, database: str | None) -> None:
     """Delete finished tasks older than DAYS, with their events, configs and deliveries."""
-    store = _store(_settings(config_path))
+    store = _store(_settings(config_path), database)
     if store is None:
         counts = dict.fromkeys(("tasks", "events", "push_configs", "notifications", "attempts"), 0)
     else:
-        try:
-            counts = store.prune(utcnow() - timedelta(days=days), dry_run=dry_run)
-        finally:
-            store.close()
+        cutoff = utcnow() - timedelta(days=days)
+        counts = _on_store(store, lambda store: store.prune(cutoff, dry_run=dry_run))
     verb = "would remove" if dry_run else "removed"
     click.echo(
         f"{verb} {counts['tasks']} tasks, {counts['events']} events, "
@@ -256,7 +294,6 @@ def serve(bind: str, config_path: Path | None) -> None:
 
     Each request is logged on standard output (hypercorn's access log).
     """
-    import trio
     from hypercorn.config import Config
 
     from ..server.serving import serve as serve_app
@@ -265,13 +302,6 @@ def serve(bind: str, config_path: Path | None) -> None:
         app = build_app(_settings(config_path))
     except ConfigError as error:
         raise click.UsageError(str(error)) from None
-    try:
-        # Held from here on; refused in one line rather than as a failed
-        # start-up deep inside hypercorn.
-        app.store.open(exclusive=True)
-    except DatabaseInUseError as error:
-        click.echo(f"error: {error}", err=True)
-        raise SystemExit(1) from None
     config = Config()
     config.bind = [bind]
     config.accesslog = "-"  # standard output
@@ -280,6 +310,13 @@ def serve(bind: str, config_path: Path | None) -> None:
         # SIGINT and SIGTERM start a graceful shutdown instead of interrupting
         # whatever request happens to be running; a second one ends the grace
         # at once (the running tasks end FAILED, recorded as such).
+        try:
+            # Held from here on; refused in one line rather than as a failed
+            # start-up deep inside hypercorn.
+            await app.store.open(exclusive=True)
+        except (DatabaseInUseError, DatabaseUnavailable) as error:
+            click.echo(f"error: {error}", err=True)
+            raise SystemExit(1) from None
         first = trio.Event()
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
@@ -302,7 +339,8 @@ def serve(bind: str, config_path: Path | None) -> None:
 @click.command(context_settings={"ignore_unknown_options": False})
 @click.argument("args", nargs=-1)
 @config_option
-def deliveries(args: tuple[str, ...], config_path: Path | None) -> None:
+@database_option
+def deliveries(args: tuple[str, ...], config_path: Path | None, database: str | None) -> None:
     """List webhook deliveries (all, or of TASK); `deliveries retry ID` re-queues one.
 
     \b
@@ -314,11 +352,12 @@ def deliveries(args: tuple[str, ...], config_path: Path | None) -> None:
         raise click.UsageError("usage: a2a-trio deliveries retry ID")
     if not retry and len(args) > 1:
         raise click.UsageError("usage: a2a-trio deliveries [TASK]")
-    store = _store(_settings(config_path))
+    store = _store(_settings(config_path), database)
     if retry:
-        requeued = store is not None and store.requeue_notification(int(args[1]))
-        if store is not None:
-            store.close()
+        outbox_id = int(args[1])
+        requeued = store is not None and _on_store(
+            store, lambda store: store.requeue_notification(outbox_id)
+        )
         if not requeued:
             click.echo(f"no failed delivery {args[1]}", err=True)
             raise SystemExit(1)
@@ -326,10 +365,8 @@ def deliveries(args: tuple[str, ...], config_path: Path | None) -> None:
         return
     rows = []
     if store is not None:
-        try:
-            rows = store.deliveries(task_id=args[0] if args else None)
-        finally:
-            store.close()
+        task_id = args[0] if args else None
+        rows = _on_store(store, lambda store: store.deliveries(task_id=task_id))
     if not rows:
         click.echo("no deliveries")
         return

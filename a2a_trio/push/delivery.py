@@ -19,7 +19,7 @@ from collections.abc import Callable
 import httpx
 import trio
 
-from ..store import Lane, Notification, TaskStore
+from ..store import Lane, Notification, Store
 from .policy import Decision, PushSettings, decide
 from .screening import AddressScreen, ScreenedTarget, WebhookRefused
 
@@ -91,7 +91,7 @@ class PushDispatcher:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: Store,
         settings: PushSettings | None = None,
         *,
         screen: AddressScreen | None = None,
@@ -122,7 +122,7 @@ class PushDispatcher:
                 while True:
                     self._wakeup = trio.Event()
                     try:
-                        self._start_lanes()
+                        await self._start_lanes()
                     except Exception:  # the store is failing: look again at the next poll
                         log.exception("push dispatcher could not read the outbox")
                     with trio.move_on_after(self._poll_interval):
@@ -136,9 +136,9 @@ class PushDispatcher:
         """Rows were queued: look for new lanes now rather than at the next poll."""
         self._wakeup.set()
 
-    def _start_lanes(self) -> None:
+    async def _start_lanes(self) -> None:
         assert self._nursery is not None
-        for lane in self.store.pending_lanes():
+        for lane in await self.store.pending_lanes():
             if lane not in self._active:
                 self._active.add(lane)
                 self._nursery.start_soon(self._run_lane, lane)
@@ -158,7 +158,7 @@ class PushDispatcher:
 
         Lanes another delivery is already draining are left to it.
         """
-        for lane in self.store.pending_lanes(agent, task_id):
+        for lane in await self.store.pending_lanes(agent, task_id):
             if lane in self._active:
                 continue
             self._active.add(lane)
@@ -172,7 +172,7 @@ class PushDispatcher:
     async def _drain(self, lane: Lane) -> None:
         """Deliver the lane's rows one by one, oldest first, until none is pending."""
         waited = False
-        while (notification := self.store.next_notification(lane)) is not None:
+        while (notification := await self.store.next_notification(lane)) is not None:
             due_in = notification.next_attempt_at - self._wall_clock()
             if due_in > 0 and not waited:
                 # A row found waiting (after a restart, say) waits out its due time.
@@ -185,9 +185,11 @@ class PushDispatcher:
 
     async def _attempt(self, notification: Notification) -> Decision:
         lane = notification.lane
-        config = self.store.get_push_config(lane.agent, lane.task_id, lane.config_id, owner=None)
+        config = await self.store.get_push_config(
+            lane.agent, lane.task_id, lane.config_id, owner=None
+        )
         if config is None:
-            self.store.abandon_notification(notification, "the webhook config was deleted")
+            await self.store.abandon_notification(notification, "the webhook config was deleted")
             return Decision("failed", error="config deleted")
         attempt = notification.attempts + 1
         started = trio.current_time()
@@ -215,7 +217,7 @@ class PushDispatcher:
                 decision, status = await self._post(target, notification.payload, headers, attempt)
         duration_ms = (trio.current_time() - started) * 1000
         next_at = self._wall_clock() + decision.wait if decision.outcome == "retry" else 0.0
-        self.store.record_attempt(
+        await self.store.record_attempt(
             notification,
             outcome=decision.outcome,
             status=status,

@@ -26,7 +26,7 @@ from ..protocol import (
     UnsupportedOperationError,
 )
 from ..protocol.tasks import add_to_history
-from ..store import StoredTask, TaskStore
+from ..store import Share, Store, StoredTask
 from .executor import AgentEvent, AgentExecutor, EventQueue, RequestContext
 from .feed import TaskFeed
 from .settings import HostSettings
@@ -166,7 +166,7 @@ class Executions:
         *,
         name: str,
         executor: AgentExecutor,
-        store: TaskStore,
+        store: Store,
         settings: HostSettings,
         live: LiveTasks,
         recorder: Recorder,
@@ -208,7 +208,7 @@ class Executions:
             except trio.WouldBlock:
                 await live.lock.acquire()  # an earlier message to this task still runs
             try:
-                if execution.continuing and not self._resume(live, execution):
+                if execution.continuing and not await self._resume(live, execution):
                     return
                 live.execution = execution
                 await self._execute(live, execution)
@@ -216,14 +216,15 @@ class Executions:
                 live.lock.release()
         except Exception:
             log.exception("host failure while running task %s", live.task_id)
-            if not execution.first.is_set():
-                execution.error = InternalError()
             try:
-                self._recorder.end_if_open(
+                # Creates the task first if need be: the client then gets it, FAILED.
+                await self._recorder.end_if_open(
                     live, TaskState.FAILED, "The server failed while running this task."
                 )
             except Exception:  # the store itself is failing: the next start ends the task
                 log.exception("could not record the failure of task %s", live.task_id)
+            if not execution.first.is_set():
+                execution.error = InternalError()
         finally:
             self._retries.finished(execution)
             if live.execution is execution:
@@ -238,9 +239,9 @@ class Executions:
             live.feed.notify()
             self._live.release(live)
 
-    def _resume(self, live: LiveTask, execution: Execution) -> bool:
+    async def _resume(self, live: LiveTask, execution: Execution) -> bool:
         """Start a continuation: re-check the task and add the message to its history."""
-        stored = self.store.get_task(self.name, live.task_id, owner=None)
+        stored = await self.store.get_task(self.name, live.task_id, owner=None)
         assert stored is not None
         if stored.state.is_final:
             execution.error = UnsupportedOperationError(
@@ -249,14 +250,19 @@ class Executions:
             )
             execution.settle_first()
             return False
-        live.feed.reset(stored.task)
+        live.feed.reset(stored.task, stored.last_seq)
         message = execution.context.message
         assert message is not None
-        with self.store.batch():
-            self._recorder.append(
-                live, add_to_history(stored.task, message), "message", message.to_json(), None
-            )
-            self._retries.remember(execution, task_id=live.task_id, seq=live.feed.last_seq)
+
+        def add_message(share: Share) -> None:
+            history = add_to_history(stored.task, message)
+            self._recorder.append(live, share, history, "message", message.to_json(), None)
+            seq = live.feed.current_seq
+            receipt = self._retries.remember(execution, task_id=live.task_id, seq=seq)
+            if receipt is not None:
+                share.receipts.append(receipt)
+
+        await self._recorder.write(live, add_message)
         execution.start_seq = live.feed.last_seq
         execution.start_snapshot = live.feed.current
         execution.may_resume = stored.state.is_interrupted
@@ -277,14 +283,16 @@ class Executions:
         if execution.recording_error is not None:
             raise execution.recording_error
         if failure is not None:
-            self._recorder.end_if_open(
+            await self._recorder.end_if_open(
                 live, TaskState.FAILED, f"The agent failed: {_describe(failure)}"
             )
         elif execution.cancel_scope.cancelled_caught:
             if execution.cancel_requested:
-                self._recorder.end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
+                await self._recorder.end_if_open(
+                    live, TaskState.CANCELED, "Canceled by the client."
+                )
             else:
-                self._recorder.end_if_open(
+                await self._recorder.end_if_open(
                     live, TaskState.FAILED, "The server shut down before the task finished."
                 )
         elif execution.answer is None:
@@ -299,7 +307,7 @@ class Executions:
                     live.task_id,
                     snapshot.status.state.value,
                 )
-                self._recorder.end_if_open(
+                await self._recorder.end_if_open(
                     live, TaskState.FAILED, "The agent stopped without finishing the task."
                 )
         await self._recorder.publish(live)
@@ -332,7 +340,7 @@ class Executions:
                     live.task_id,
                     canceller.recording_error,
                 )
-            self._recorder.end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
+            await self._recorder.end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
             await self._recorder.publish(live)
             canceller.settle_first()
             if running is not None:

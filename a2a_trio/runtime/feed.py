@@ -32,6 +32,8 @@ class TaskFeed:
         #: The task as recorded: ahead of ``snapshot`` while events are held.
         self.current = snapshot
         self.last_seq = last_seq
+        #: The sequence of ``current``: the last event recorded, published or not.
+        self.current_seq = last_seq
         self._held: list[tuple[int, Task, StreamResponse | None, str | None]] = []
         self._holding = False
         self._uncommitted_from = 0
@@ -57,12 +59,10 @@ class TaskFeed:
         snapshot: Task,
         response: StreamResponse | None,
         text: str | None = None,
-        *,
-        hold: bool = False,
     ) -> None:
         """A recorded event: publish it now, or hold it (and all after it) until released."""
-        self.current = snapshot
-        if hold or self._holding or self._held:
+        self.current, self.current_seq = snapshot, seq
+        if self._holding or self._held:
             self._held.append((seq, snapshot, response, text))
         else:
             self.publish(seq, snapshot, response, text)
@@ -86,17 +86,25 @@ class TaskFeed:
         """Forget the events held since :meth:`hold` (their transaction rolled back)."""
         self._holding = False
         del self._held[self._uncommitted_from :]
-        self.current = self._held[-1][1] if self._held else self.snapshot
+        if self._held:
+            self.current_seq, self.current = self._held[-1][:2]
+        else:
+            self.current_seq, self.current = self.last_seq, self.snapshot
 
-    def reset(self, snapshot: Task) -> None:
+    def reset(self, snapshot: Task, seq: int) -> None:
         """Take the stored task as both the current and the published state."""
+        if seq != self.last_seq:  # the log moved on without this feed: readers catch up there
+            self._recent.clear()
+            self._evicted_through = seq
         self.snapshot = self.current = snapshot
+        self.last_seq = self.current_seq = seq
 
     def publish(
         self, seq: int, snapshot: Task, response: StreamResponse | None, text: str | None = None
     ) -> None:
         """Make a committed event visible. ``response`` is None for history-only rows."""
-        self.current = self.current if self._held else snapshot
+        if not self._held:
+            self.current, self.current_seq = snapshot, seq
         self.snapshot = snapshot
         self.last_seq = seq
         if _settled(snapshot):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -46,7 +46,7 @@ from ..protocol import (
 )
 from ..protocol.tasks import view_task
 from ..push import PushDispatcher, WebhookRefused
-from ..store import Receipt, StoredTask, TaskStore
+from ..store import Receipt, ReceiptWrite, Store, StoredTask
 from .executions import Entry, Execution, Executions, LiveTask, LiveTasks, RetryKey
 from .executor import AgentExecutor, Principal, RequestContext
 from .feed import FeedItem, TaskFeed
@@ -69,7 +69,7 @@ class AgentHost:
         *,
         name: str,
         executor: AgentExecutor,
-        store: TaskStore,
+        store: Store,
         streaming: bool = True,
         push_notifications: bool = False,
         push: PushDispatcher | None = None,
@@ -124,8 +124,8 @@ class AgentHost:
         and ``run`` returns (raising ``Cancelled``) only once their tasks'
         endings are recorded, so nothing is left WORKING in the store.
         """
-        self._recover()
-        self._retries.load()
+        await self._recover()
+        await self._retries.load()
         async with trio.open_nursery() as guard:
             try:
                 await guard.start(self._serve)
@@ -180,11 +180,11 @@ class AgentHost:
     def running(self) -> bool:
         return self._nursery is not None and not self._closing
 
-    def _recover(self) -> None:
-        for stored in self.store.unfinished_tasks(self.name):
+    async def _recover(self) -> None:
+        for stored in await self.store.unfinished_tasks(self.name):
             live = LiveTask(stored.task.id, TaskFeed(stored.task, stored.last_seq))
             try:
-                self._recorder.end(
+                await self._recorder.end(
                     live,
                     TaskState.FAILED,
                     "The server stopped while this task was running; it did not finish.",
@@ -219,8 +219,27 @@ class AgentHost:
         assert self._nursery is not None
         self._nursery.start_soon(fn, *args)  # type: ignore[arg-type]
 
-    def _owned(self, task_id: str, caller: Principal) -> StoredTask:
-        stored = self.store.get_task(self.name, task_id, owner=caller.identifier)
+    def _in_background(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
+        """Store what a caller who went away cannot wait for (a receipt, say)."""
+        if self._nursery is None:  # the host has stopped: a retry costs new work, no more
+            log.warning("agent %s stopped before %s could run", self.name, fn.__name__)
+            return
+        self._nursery.start_soon(fn, *args)
+
+    def _unanswered(self, execution: Execution) -> None:
+        """The request went away without its answer: keep what a retry needs."""
+        receipt = self._retries.unanswered(execution)
+        if receipt is not None:
+            self._in_background(self._keep_receipt, execution.context.task_id, receipt)
+
+    async def _keep_receipt(self, task_id: str, receipt: ReceiptWrite) -> None:
+        try:
+            await self._recorder.keep_receipt(task_id, receipt)
+        except Exception:  # a failing store costs a retry its answer, nothing more
+            log.exception("agent %s: could not store a message receipt", self.name)
+
+    async def _owned(self, task_id: str, caller: Principal) -> StoredTask:
+        stored = await self.store.get_task(self.name, task_id, owner=caller.identifier)
         if stored is None:
             raise TaskNotFoundError(f"Task {task_id} not found", metadata={"taskId": task_id})
         return stored
@@ -242,7 +261,7 @@ class AgentHost:
                 return joined
         stored: StoredTask | None = None
         if message.task_id:
-            stored = self._owned(message.task_id, caller)
+            stored = await self._owned(message.task_id, caller)
             if stored.state.is_final:
                 raise UnsupportedOperationError(
                     f"Task {stored.task.id} is {stored.state.value} and accepts no more messages",
@@ -307,8 +326,8 @@ class AgentHost:
         retry_key = self._retries.key(request, caller)
         earlier = await self._retries.earlier(retry_key, request.message)
         if earlier is not None:
-            answer = self._answer_again(earlier.receipt, request, caller)
-            self._retries.answered_again(earlier)
+            answer = await self._answer_again(earlier.receipt, request, caller)
+            await self._retries.answered_again(earlier)
             return answer
         live, execution = await self._begin(request, caller, extensions, retry_key, protocol)
         try:
@@ -317,7 +336,7 @@ class AgentHost:
             self._retries.answered(execution)  # the client gets this error as its answer
             raise
         except BaseException:
-            self._retries.unanswered(execution)
+            self._unanswered(execution)
             raise
         finally:
             self._live.release(live)
@@ -367,12 +386,12 @@ class AgentHost:
         retry_key = self._retries.key(request, caller)
         earlier = await self._retries.earlier(retry_key, request.message)
         if earlier is not None:
-            stream = self._stream_again(earlier.receipt, caller)
+            stream = await self._stream_again(earlier.receipt, caller)
             again = earlier
 
             def closed(finished: bool) -> None:
                 if finished:
-                    self._retries.answered_again(again)
+                    self._in_background(self._retries.answered_again, again)
 
             stream.on_close(closed)
             return stream
@@ -380,7 +399,7 @@ class AgentHost:
         try:
             await execution.first.wait()
         except BaseException:
-            self._retries.unanswered(execution)
+            self._unanswered(execution)
             self._live.release(live)
             raise
         try:
@@ -403,23 +422,21 @@ class AgentHost:
             )
             stream.on_close(
                 lambda finished: (
-                    self._retries.answered(execution)
-                    if finished
-                    else self._retries.unanswered(execution)
+                    self._retries.answered(execution) if finished else self._unanswered(execution)
                 )
             )
             return stream
         finally:
             self._live.release(live)
 
-    def _answer_again(
+    async def _answer_again(
         self, earlier: Receipt, request: SendMessageRequest, caller: Principal
     ) -> Task | Message:
         """A retried SendMessage: the original answer, or the task as it is now."""
         if earlier.answer is not None:
             return Message.model_validate_json(earlier.answer)
         assert earlier.task_id is not None
-        stored = self._owned(earlier.task_id, caller)
+        stored = await self._owned(earlier.task_id, caller)
         live = self._live.tasks.get(earlier.task_id)
         task = live.feed.snapshot if live is not None and live.feed.snapshot else stored.task
         configuration = request.configuration
@@ -427,13 +444,13 @@ class AgentHost:
             task, history_length=configuration.history_length if configuration else None
         )
 
-    def _stream_again(self, earlier: Receipt, caller: Principal) -> TaskEventStream:
+    async def _stream_again(self, earlier: Receipt, caller: Principal) -> TaskEventStream:
         """A retried SendStreamingMessage: the original stream, replayed from the log."""
         if earlier.answer is not None:
             answer = Message.model_validate_json(earlier.answer)
             return TaskEventStream.single(StreamResponse(message=answer))
         assert earlier.task_id is not None
-        stored = self._owned(earlier.task_id, caller)
+        stored = await self._owned(earlier.task_id, caller)
         if earlier.seq == 0:  # a new task: its log from the first event
             return TaskEventStream(self, stored.task.id, 0, [])
         # A continuation: the task as it is now, then on to its next settled state.
@@ -449,7 +466,7 @@ class AgentHost:
 
     async def cancel_task(self, request: CancelTaskRequest, caller: Principal) -> Task:
         """CancelTask: ask the executor to stop; the task ends CANCELED."""
-        stored = self._owned(request.id, caller)
+        stored = await self._owned(request.id, caller)
         if stored.state.is_final:
             raise TaskNotCancelableError(
                 f"Task {request.id} is {stored.state.value} and cannot be canceled",
@@ -480,13 +497,13 @@ class AgentHost:
 
     # --- GetTask, ListTasks -----------------------------------------------------
 
-    def get_task(self, request: GetTaskRequest, caller: Principal) -> Task:
-        stored = self._owned(request.id, caller)
+    async def get_task(self, request: GetTaskRequest, caller: Principal) -> Task:
+        stored = await self._owned(request.id, caller)
         return view_task(stored.task, history_length=request.history_length)
 
-    def list_tasks(self, request: ListTasksRequest, caller: Principal) -> ListTasksResponse:
+    async def list_tasks(self, request: ListTasksRequest, caller: Principal) -> ListTasksResponse:
         page_size = request.page_size or self.settings.default_page_size
-        page = self.store.list_tasks(
+        page = await self.store.list_tasks(
             self.name,
             caller.identifier,
             context_id=request.context_id,
@@ -520,7 +537,7 @@ class AgentHost:
 
     # --- SubscribeToTask --------------------------------------------------------
 
-    def subscribe(
+    async def subscribe(
         self,
         request: SubscribeToTaskRequest,
         caller: Principal,
@@ -532,7 +549,7 @@ class AgentHost:
         the log after that event instead of starting with a snapshot.
         """
         self._require_streaming()
-        stored = self._owned(request.id, caller)
+        stored = await self._owned(request.id, caller)
         if stored.state.is_final and last_event_id is None:
             raise UnsupportedOperationError(
                 f"Task {request.id} is {stored.state.value}; there is nothing left to subscribe to",
@@ -592,18 +609,18 @@ class AgentHost:
         self._require_push()
         if not request.task_id:
             raise InvalidParamsError("taskId: required")
-        self._owned(request.task_id, caller)
+        await self._owned(request.task_id, caller)
         await self._screen_webhook(request)
         config = _bound_config(request, request.task_id)
-        self.store.save_push_config(self.name, caller.identifier, config, protocol=protocol)
+        await self.store.save_push_config(self.name, caller.identifier, config, protocol=protocol)
         return config
 
-    def get_push_config(
+    async def get_push_config(
         self, request: GetTaskPushNotificationConfigRequest, caller: Principal
     ) -> TaskPushNotificationConfig:
         self._require_push()
-        self._owned(request.task_id, caller)
-        config = self.store.get_push_config(
+        await self._owned(request.task_id, caller)
+        config = await self.store.get_push_config(
             self.name, request.task_id, request.id, owner=caller.identifier
         )
         if config is None:
@@ -613,21 +630,23 @@ class AgentHost:
             )
         return config
 
-    def list_push_configs(
+    async def list_push_configs(
         self, request: ListTaskPushNotificationConfigsRequest, caller: Principal
     ) -> ListTaskPushNotificationConfigsResponse:
         self._require_push()
-        self._owned(request.task_id, caller)
-        configs = self.store.list_push_configs(self.name, request.task_id, owner=caller.identifier)
+        await self._owned(request.task_id, caller)
+        configs = await self.store.list_push_configs(
+            self.name, request.task_id, owner=caller.identifier
+        )
         return ListTaskPushNotificationConfigsResponse(configs=configs, next_page_token="")
 
-    def delete_push_config(
+    async def delete_push_config(
         self, request: DeleteTaskPushNotificationConfigRequest, caller: Principal
     ) -> None:
         self._require_push()
-        self._owned(request.task_id, caller)
+        await self._owned(request.task_id, caller)
         # Idempotent (spec 3.1.10): deleting what is gone is not an error.
-        self.store.delete_push_config(
+        await self.store.delete_push_config(
             self.name, request.task_id, request.id, owner=caller.identifier
         )
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
 
 import trio
 from pydantic_core import PydanticSerializationError
@@ -35,7 +35,7 @@ from ..protocol import (
 )
 from ..protocol.tasks import add_to_history, apply_artifact, apply_status
 from ..push import PushDispatcher
-from ..store import TaskStore
+from ..store import EventWrite, NewTask, ReceiptWrite, Round, Share, ShareOutcome, Store
 from .executions import Entry, Execution, LiveTask, LiveTasks
 from .executor import AgentEvent, new_agent_message
 from .retries import Retries
@@ -44,6 +44,11 @@ from .settings import HostSettings
 __all__ = ["Recorder"]
 
 log = logging.getLogger("a2a_trio.runtime")
+
+T = TypeVar("T")
+
+#: The outcome of a share that wrote nothing.
+_NOTHING = ShareOutcome()
 
 
 class _EventRefused(Exception):
@@ -62,7 +67,7 @@ class Recorder:
         self,
         *,
         name: str,
-        store: TaskStore,
+        store: Store,
         settings: HostSettings,
         push: PushDispatcher | None,
         push_notifications: bool,
@@ -82,6 +87,11 @@ class Recorder:
         #: Starts host work that finishes what is under way (the direct push
         #: hand-off), even while the host shuts down.
         self._spawn = spawn
+        #: One write at a time (rounds, endings, receipts): each is worked out
+        #: from the tasks as the write before it left them.
+        self._writing = trio.Lock()
+        #: Executions whose first answer waits for the write under way to be stored.
+        self._settling: list[Execution] = []
 
     async def run(self) -> None:
         """The recorder: what every execution enqueues, committed, then published.
@@ -89,7 +99,7 @@ class Recorder:
         Each round takes every event waiting in the inbox (up to ``queue_size``)
         and commits them in one transaction: under load, the events of many
         tasks share a commit, and nothing is published before it. Each task's
-        share is a savepoint, so a task whose events cannot be stored costs no
+        share stands alone, so a task whose events cannot be stored costs no
         other task its events.
         """
         while True:
@@ -102,9 +112,20 @@ class Recorder:
                     entries.append(self._inbox.receive_nowait())
                 except trio.WouldBlock:
                     break
-            self._record_round(entries)
+            await self._locked(self._record_round, entries)
 
-    def _record_round(self, entries: list[Entry]) -> None:
+    async def _locked(self, write: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run a write alone: each is worked out from the tasks as the one before left them."""
+        try:
+            self._writing.acquire_nowait()  # the usual case: no wait, no scheduling pass
+        except trio.WouldBlock:
+            await self._writing.acquire()
+        try:
+            return await write(*args)
+        finally:
+            self._writing.release()
+
+    async def _record_round(self, entries: list[Entry]) -> None:
         by_task: dict[LiveTask, list[tuple[Execution, AgentEvent]]] = {}
         ended: list[Execution] = []
         for live, execution, event in entries:
@@ -112,50 +133,49 @@ class Recorder:
                 ended.append(execution)
             else:
                 by_task.setdefault(live, []).append((execution, event))
-        recorded: list[LiveTask] = []
-        try:
-            if by_task:  # a round of end markers only writes nothing
-                with self.store.batch():
-                    for live, items in by_task.items():
-                        if self._record_share(live, items):
-                            recorded.append(live)
-        except Exception as error:  # the transaction failed: nothing of this round is stored
-            log.exception("agent %s could not commit recorded events", self.name)
-            for live in recorded:
-                live.feed.discard()
-            for items in by_task.values():
-                for execution, _ in items:
-                    self._recording_failed(execution, error)
-            recorded = []
-        for live in recorded:
-            self._committed(live)
-        for execution in ended:
-            execution.recorded.set()
-
-    def _record_share(self, live: LiveTask, items: list[tuple[Execution, AgentEvent]]) -> bool:
-        """Record one task's events of the round; False if they had to be rolled back."""
-        live.feed.hold()
-        try:
-            with self.store.savepoint():
-                for execution, event in items:
-                    if execution.recording_error is not None:
-                        continue
-                    try:
-                        self._record(live, execution, event)
-                    except (_EventRefused, IllegalTransition) as refusal:
-                        log.warning(
-                            "agent %s: event for task %s refused: %s",
-                            self.name,
-                            live.task_id,
-                            refusal,
-                        )
-        except Exception as error:
-            log.exception("agent %s could not record events of task %s", self.name, live.task_id)
+        shares: list[
+            tuple[LiveTask, Share, list[tuple[Execution, AgentEvent]], list[Execution]]
+        ] = []
+        for live, items in by_task.items():
+            share = Share(self.name, live.task_id)
+            live.feed.hold()
+            for execution, event in items:
+                if execution.recording_error is not None:
+                    continue
+                try:
+                    self._record(live, execution, event, share)
+                except (_EventRefused, IllegalTransition) as refusal:
+                    log.warning(
+                        "agent %s: event for task %s refused: %s", self.name, live.task_id, refusal
+                    )
+            settling, self._settling = self._settling, []
+            shares.append((live, share, items, settling))
+        written = [share for _, share, _, _ in shares if share.events or share.receipts]
+        outcomes: dict[int, ShareOutcome] = {}
+        if written:  # a round of end markers or refusals only writes nothing
+            try:
+                stored = await self.store.record(Round(written, push=self.push_notifications))
+            except Exception as error:  # the transaction failed: nothing of this round is stored
+                log.exception("agent %s could not commit recorded events", self.name)
+                failed = ShareOutcome(error=error)
+                stored = [failed] * len(written)
+            outcomes = {id(share): outcome for share, outcome in zip(written, stored, strict=True)}
+        for live, share, items, settling in shares:
+            outcome = outcomes.get(id(share), _NOTHING)
+            if outcome.error is None:
+                self._committed(live, outcome.queued, settling)
+                continue
+            log.error(
+                "agent %s could not record events of task %s: %s",
+                self.name,
+                live.task_id,
+                outcome.error,
+            )
             live.feed.discard()  # rolled back: no one may see these events
             for execution, _ in items:
-                self._recording_failed(execution, error)
-            return False
-        return True
+                self._recording_failed(execution, outcome.error)
+        for execution in ended:
+            execution.recorded.set()
 
     @staticmethod
     def _recording_failed(execution: Execution, error: Exception) -> None:
@@ -164,25 +184,29 @@ class Recorder:
             execution.recording_error = error
         execution.cancel_scope.cancel()
 
-    def _record(self, live: LiveTask, execution: Execution, event: AgentEvent) -> None:
+    def _record(
+        self, live: LiveTask, execution: Execution, event: AgentEvent, share: Share
+    ) -> None:
         """Check one executor event and write it; its round commits, then publishes it.
 
         An event that cannot be stored (a string that is not valid Unicode,
         say) is refused before anything of it is written.
         """
         try:
-            self._record_checked(live, execution, event)
+            self._record_checked(live, execution, event, share)
         except PydanticSerializationError as error:
             raise _EventRefused(f"the event cannot be stored: {error}") from None
 
-    def _record_checked(self, live: LiveTask, execution: Execution, event: AgentEvent) -> None:
+    def _record_checked(
+        self, live: LiveTask, execution: Execution, event: AgentEvent, share: Share
+    ) -> None:
         context = execution.context
         if execution.answer is not None:
             raise _EventRefused(
                 "the agent already answered with a message; a message answer is final"
             )
         if isinstance(event, Message):
-            self._record_message(live, execution, event)
+            self._record_message(live, execution, event, share)
             return
         named = event_task_id(event)
         if named != context.task_id:
@@ -195,15 +219,17 @@ class Recorder:
                 f"event names context {event_context!r}, the task is in {context.context_id!r}"
             )
         if isinstance(event, Task):
-            self._record_task(live, execution, event)
+            self._record_task(live, execution, event, share)
         elif isinstance(event, TaskStatusUpdateEvent):
-            self._ensure_created(live, execution)
-            self._record_status(live, execution, event)
+            self._ensure_created(live, execution, share)
+            self._record_status(live, execution, event, share)
         else:
-            self._ensure_created(live, execution)
-            self._record_artifact(live, event)
+            self._ensure_created(live, execution, share)
+            self._record_artifact(live, event, share)
 
-    def _record_message(self, live: LiveTask, execution: Execution, message: Message) -> None:
+    def _record_message(
+        self, live: LiveTask, execution: Execution, message: Message, share: Share
+    ) -> None:
         context = execution.context
         if message.role is not Role.AGENT:
             raise _EventRefused("an agent may only enqueue messages with role ROLE_AGENT")
@@ -215,9 +241,9 @@ class Recorder:
                 update={"context_id": message.context_id or context.context_id}
             )
             rendered = answer.to_json()
-            self._retries.remember(execution, answer=rendered)
+            self._receipt(share, self._retries.remember(execution, answer=rendered))
             execution.answer = answer
-            execution.settle_first()
+            self._settling.append(execution)
             return
         snapshot = live.feed.current
         if snapshot.status.state.is_final:
@@ -225,9 +251,11 @@ class Recorder:
         message = message.model_copy(
             update={"task_id": snapshot.id, "context_id": message.context_id or snapshot.context_id}
         )
-        self.append(live, add_to_history(snapshot, message), "message", message.to_json(), None)
+        self.append(
+            live, share, add_to_history(snapshot, message), "message", message.to_json(), None
+        )
 
-    def _record_task(self, live: LiveTask, execution: Execution, task: Task) -> None:
+    def _record_task(self, live: LiveTask, execution: Execution, task: Task, share: Share) -> None:
         snapshot = live.feed.current
         if snapshot is None:
             check_executor_move(None, task.status.state, may_resume=False)
@@ -235,7 +263,7 @@ class Recorder:
             for message in [task.status.message, *(task.history or [])]:
                 if message is not None:
                     self._check_parts(message.parts, "a message of the task")
-            self._create(live, execution, task)
+            self._create(live, execution, task, share)
             return
         if task.status.state == snapshot.status.state:
             return  # re-announcing the current task changes nothing
@@ -245,9 +273,10 @@ class Recorder:
             TaskStatusUpdateEvent(
                 task_id=task.id, context_id=snapshot.context_id or "", status=task.status
             ),
+            share,
         )
 
-    def _ensure_created(self, live: LiveTask, execution: Execution) -> None:
+    def _ensure_created(self, live: LiveTask, execution: Execution, share: Share) -> None:
         if live.feed.current is None:
             context = execution.context
             self._create(
@@ -258,9 +287,10 @@ class Recorder:
                     context_id=context.context_id,
                     status=TaskStatus(state=TaskState.SUBMITTED, timestamp=utcnow()),
                 ),
+                share,
             )
 
-    def _create(self, live: LiveTask, execution: Execution, task: Task) -> None:
+    def _create(self, live: LiveTask, execution: Execution, task: Task, share: Share) -> None:
         context = execution.context
         status = task.status
         if status.timestamp is None:
@@ -276,23 +306,14 @@ class Recorder:
         config = configuration.task_push_notification_config if configuration else None
         if config is not None:
             config = _bound_config(config, task.id)
-        written = self.store.create_task(
-            self.name,
-            context.caller.identifier,
-            task,
-            kind="task",
-            payload=payload,
-            push_config=config,
-            push_protocol=execution.protocol,
-            push=self.push_notifications,
-        )
-        self._retries.remember(execution, task_id=task.id)
-        live.feed.record(written.seq, task, response, payload, hold=self._holds(written.queued))
-        self._queued(live, written.queued)
-        execution.settle_first()
+        share.new = NewTask(context.caller.identifier, config, execution.protocol)
+        share.events.append(EventWrite(1, "task", payload, task))
+        self._receipt(share, self._retries.remember(execution, task_id=task.id))
+        live.feed.record(1, task, response, payload)
+        self._settling.append(execution)
 
     def _record_status(
-        self, live: LiveTask, execution: Execution, event: TaskStatusUpdateEvent
+        self, live: LiveTask, execution: Execution, event: TaskStatusUpdateEvent, share: Share
     ) -> None:
         snapshot = live.feed.current
         assert snapshot is not None
@@ -309,11 +330,14 @@ class Recorder:
         if update:
             event = event.model_copy(update=update)
         response = StreamResponse(status_update=event)
-        self.append(live, apply_status(snapshot, event), "status", response.to_json(), response)
+        updated = apply_status(snapshot, event)
+        self.append(live, share, updated, "status", response.to_json(), response)
         if requested.is_interrupted:
             execution.may_resume = False
 
-    def _record_artifact(self, live: LiveTask, event: TaskArtifactUpdateEvent) -> None:
+    def _record_artifact(
+        self, live: LiveTask, event: TaskArtifactUpdateEvent, share: Share
+    ) -> None:
         snapshot = live.feed.current
         assert snapshot is not None
         if snapshot.status.state.is_final:
@@ -324,7 +348,7 @@ class Recorder:
         updated = apply_artifact(snapshot, event)
         self._check_artifacts(updated, event.artifact.artifact_id)
         response = StreamResponse(artifact_update=event)
-        self.append(live, updated, "artifact", response.to_json(), response)
+        self.append(live, share, updated, "artifact", response.to_json(), response)
 
     def _check_parts(self, parts: list[Part], what: str) -> None:
         limit = self.settings.limits.parts
@@ -346,32 +370,36 @@ class Recorder:
     def append(
         self,
         live: LiveTask,
+        share: Share,
         snapshot: Task,
         kind: Literal["status", "artifact", "message"],
         payload: str,
         response: StreamResponse | None,
     ) -> None:
-        """Write one event with the task it makes; its round commits, then publishes it."""
-        written = self.store.append(
-            self.name, snapshot, kind=kind, payload=payload, push=self.push_notifications
-        )
-        live.feed.record(written.seq, snapshot, response, payload, hold=self._holds(written.queued))
-        self._queued(live, written.queued)
+        """Add one event, with the task it makes, to the task's share of the write."""
+        seq = live.feed.current_seq + 1
+        share.events.append(EventWrite(seq, kind, payload, snapshot))
+        live.feed.record(seq, snapshot, response, payload)
 
-    def _holds(self, notifications: int) -> bool:
-        # Direct push mode: an event bound for webhooks is seen by no one before
-        # the webhooks had it (see publish).
-        return bool(notifications) and self.push is not None and not self.push.settings.queue
+    @staticmethod
+    def _receipt(share: Share, receipt: ReceiptWrite | None) -> None:
+        if receipt is not None:
+            share.receipts.append(receipt)
 
-    def _queued(self, live: LiveTask, notifications: int) -> None:
-        if not notifications or self.push is None:
-            return
-        if self.push.settings.queue:
-            self.push.notify()
-        else:
-            live.undelivered = True
+    def _committed(self, live: LiveTask, notifications: int, settling: list[Execution]) -> None:
+        """The task's share is stored: settle its waiters, then publish what it held."""
+        for execution in settling:
+            execution.settle_first()
+        if notifications and self.push is not None:
+            if self.push.settings.queue:
+                self.push.notify()
+            else:
+                # Direct push mode: an event bound for webhooks is seen by no
+                # one before the webhooks had it (see _publish_held).
+                live.undelivered = True
+        self._publish_held(live)
 
-    def _committed(self, live: LiveTask) -> None:
+    def _publish_held(self, live: LiveTask) -> None:
         """Publish the held (committed) events; in direct push mode, after their webhooks."""
         if live.flushing:
             return  # the running delivery publishes these too
@@ -400,12 +428,50 @@ class Recorder:
 
     async def publish(self, live: LiveTask) -> None:
         """Publish what is held; returns once it is (direct mode: once delivered)."""
-        self._committed(live)
+        self._publish_held(live)
         while live.flushing:
             await live.feed.wakeup.wait()
 
-    def end(self, live: LiveTask, state: TaskState, reason: str) -> None:
+    async def write(self, live: LiveTask, build: Callable[[Share], None]) -> None:
+        """Store one task's share outside the rounds (host endings, a continuation's message).
+
+        ``build`` adds the writes (through :meth:`append`); they are published
+        once stored. Raises what kept them from being stored (nothing is).
+        """
+        await self._locked(self._write, live, build)
+
+    async def _write(self, live: LiveTask, build: Callable[[Share], None]) -> None:
+        share = Share(self.name, live.task_id)
+        live.feed.hold()
+        try:
+            build(share)
+            settling, self._settling = self._settling, []
+            outcome = _NOTHING
+            if share.events or share.receipts:
+                round = Round([share], push=self.push_notifications)
+                [outcome] = await self.store.record(round)
+            if outcome.error is not None:
+                raise outcome.error
+        except BaseException:
+            self._settling.clear()
+            live.feed.discard()
+            raise
+        self._committed(live, outcome.queued, settling)
+
+    async def keep_receipt(self, task_id: str, receipt: ReceiptWrite) -> None:
+        """Store a receipt on its own (its request went away after the task was stored)."""
+        share = Share(self.name, task_id, receipts=[receipt])
+        await self._locked(self.store.record, Round([share]))
+
+    async def end(self, live: LiveTask, state: TaskState, reason: str) -> None:
         """Host-imposed ending (CANCELED or FAILED) with the reason as status message."""
+        await self.write(live, lambda share: self._end(live, share, state, reason))
+
+    async def end_if_open(self, live: LiveTask, state: TaskState, reason: str) -> None:
+        """:meth:`end` the task unless it is final (creating it first, if need be)."""
+        await self.write(live, lambda share: self._end_if_open(live, share, state, reason))
+
+    def _end(self, live: LiveTask, share: Share, state: TaskState, reason: str) -> None:
         snapshot = live.feed.current
         assert snapshot is not None
         check_host_ending(snapshot.status.state, state)
@@ -421,20 +487,20 @@ class Recorder:
             ),
         )
         response = StreamResponse(status_update=event)
-        self.append(live, apply_status(snapshot, event), "status", response.to_json(), response)
+        updated = apply_status(snapshot, event)
+        self.append(live, share, updated, "status", response.to_json(), response)
 
-    def end_if_open(self, live: LiveTask, state: TaskState, reason: str) -> None:
-        """:meth:`end` the task unless it is final (creating it first, if need be)."""
+    def _end_if_open(self, live: LiveTask, share: Share, state: TaskState, reason: str) -> None:
         snapshot = live.feed.current
         if snapshot is None:
             execution = live.execution
             if execution is None or execution.answer is not None:
                 return
-            self._ensure_created(live, execution)
+            self._ensure_created(live, execution, share)
             snapshot = live.feed.current
             assert snapshot is not None
         if not snapshot.status.state.is_final:
-            self.end(live, state, reason)
+            self._end(live, share, state, reason)
 
 
 def _context_update(context_id: str, snapshot: Task) -> dict[str, object]:

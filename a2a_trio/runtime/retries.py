@@ -25,7 +25,7 @@ from typing import Any
 import trio
 
 from ..protocol import InvalidParamsError, Message, Role, SendMessageRequest, utcnow
-from ..store import Receipt, TaskStore
+from ..store import Receipt, ReceiptWrite, Store
 from .executions import Execution, LiveTask, RetryKey
 from .executor import Principal
 from .settings import HostSettings
@@ -47,7 +47,7 @@ class Earlier:
 class Retries:
     """Recognises one agent's retried messages: joins running originals, keeps receipts."""
 
-    def __init__(self, *, name: str, store: TaskStore, settings: HostSettings) -> None:
+    def __init__(self, *, name: str, store: Store, settings: HostSettings) -> None:
         self.name = name
         self.store = store
         self.settings = settings
@@ -59,11 +59,11 @@ class Retries:
         #: only these are looked up in the store. One process serves a store.
         self._stored: set[RetryKey] = set()
 
-    def load(self) -> None:
+    async def load(self) -> None:
         """Learn which messages have receipts stored (at start)."""
         if self.settings.retry_window > 0:
             since = utcnow() - timedelta(seconds=self.settings.retry_window)
-            self._stored = set(self.store.remembered_messages(self.name, since))
+            self._stored = set(await self.store.remembered_messages(self.name, since))
 
     def key(self, request: SendMessageRequest, caller: Principal) -> RetryKey | None:
         """The key a retry of this message would share with it (None: retries not recognised)."""
@@ -95,7 +95,7 @@ class Retries:
             return None  # a running original is joined (see join) instead
         digest = await _digest_off_loop(message)
         since = utcnow() - timedelta(seconds=self.settings.retry_window)
-        receipt = self.store.find_message(self.name, *key, digest, since)
+        receipt = await self.store.find_message(self.name, *key, digest, since)
         return None if receipt is None else Earlier(key, digest, receipt)
 
     def started(self, live: LiveTask, execution: Execution) -> None:
@@ -107,19 +107,22 @@ class Retries:
         """The execution ended: a retry of its message no longer joins it."""
         self.answered(execution)
 
-    def remember(self, execution: Execution, **receipt: Any) -> None:
-        """Note what the execution's message started (stored if it goes unanswered)."""
-        if execution.retry_key is None:
-            return
-        execution.receipt = receipt
-        if execution.unanswered:  # in the recorder's transaction
-            self._store_receipt(execution)
+    def remember(self, execution: Execution, **receipt: Any) -> ReceiptWrite | None:
+        """Note what the execution's message started.
 
-    def _store_receipt(self, execution: Execution) -> None:
+        Returns the receipt to store with the recorder's write when the
+        request went away already (see :meth:`unanswered`).
+        """
+        if execution.retry_key is None:
+            return None
+        execution.receipt = receipt
+        return self._receipt(execution) if execution.unanswered else None
+
+    def _receipt(self, execution: Execution) -> ReceiptWrite:
         key, message = execution.retry_key, execution.retry_message
         assert key is not None and message is not None and execution.receipt is not None
-        self.store.remember_message(self.name, *key, _digest(message), **execution.receipt)
         self._stored.add(key)
+        return ReceiptWrite(*key, _digest(message), **execution.receipt)
 
     def answered(self, execution: Execution) -> None:
         """A client has the answer: the same message again is new work from now on."""
@@ -132,23 +135,23 @@ class Retries:
         else:
             del self.running[key]
 
-    def answered_again(self, earlier: Earlier) -> None:
+    async def answered_again(self, earlier: Earlier) -> None:
         """A retry got the answer its original missed: the next such message is new work."""
         try:
-            self.store.forget_message(self.name, *earlier.key, earlier.digest)
+            await self.store.forget_message(self.name, *earlier.key, earlier.digest)
         except Exception:  # the receipt stays: the next copy is taken for a retry too
             log.exception("agent %s: could not drop a message receipt", self.name)
 
-    def unanswered(self, execution: Execution) -> None:
-        """The request went away without its answer: a retry must find the original."""
+    def unanswered(self, execution: Execution) -> ReceiptWrite | None:
+        """The request went away without its answer: a retry must find the original.
+
+        Returns the receipt to store now, when what the message started is
+        stored already; else the recorder stores it with that (:meth:`remember`).
+        """
         if execution.retry_key is None or execution.unanswered:
-            return
+            return None
         execution.unanswered = True
-        if execution.receipt is not None:
-            try:
-                self._store_receipt(execution)
-            except Exception:  # a failing store costs a retry its answer, nothing more
-                log.exception("agent %s: could not store a message receipt", self.name)
+        return None if execution.receipt is None else self._receipt(execution)
 
 
 #: Messages whose parts carry this many bytes or more are digested on a thread.

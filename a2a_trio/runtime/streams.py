@@ -84,21 +84,21 @@ class TaskEventStream:
     async def receive_rendered(self) -> tuple[int | None, StreamResponse, str]:
         """Like :meth:`receive`, with the event's JSON text (as recorded, when it was)."""
         while True:
-            ready = self._poll()
+            ready = await self._poll()
             if not isinstance(ready, trio.Event):
                 return ready
             await ready.wait()
 
-    def receive_ready(self) -> tuple[int | None, StreamResponse, str] | None:
-        """The next event if it is already there, else None (never waits).
+    async def receive_ready(self) -> tuple[int | None, StreamResponse, str] | None:
+        """The next event if it is already there, else None (never waits for one).
 
         Raises ``trio.EndOfChannel`` at the end, like :meth:`receive`. A relay
         uses it to send the events published together in one write.
         """
-        ready = self._poll()
+        ready = await self._poll()
         return None if isinstance(ready, trio.Event) else ready
 
-    def _poll(self) -> tuple[int | None, StreamResponse, str] | trio.Event:
+    async def _poll(self) -> tuple[int | None, StreamResponse, str] | trio.Event:
         """The next event, or the wake-up to wait on before asking again."""
         while True:
             if self._pending:
@@ -109,7 +109,7 @@ class TaskEventStream:
             if self._finished or self._host is None:
                 self.close()
                 raise trio.EndOfChannel
-            live = self._hold(self._host)
+            live = await self._hold(self._host)
             if live is None:  # the task is gone (pruned)
                 self._finished = True
                 continue
@@ -120,7 +120,7 @@ class TaskEventStream:
                 assert self._host is not None
                 items = [
                     (event.seq, StreamResponse.model_validate_json(event.payload), event.payload)
-                    for event in self._host.store.events_after(
+                    for event in await self._host.store.events_after(
                         self._host.name, self._task_id, self._cursor
                     )
                 ]
@@ -148,11 +148,11 @@ class TaskEventStream:
             self._finished = True
             self._pending.clear()
 
-    def _hold(self, host: AgentHost) -> LiveTask | None:
+    async def _hold(self, host: AgentHost) -> LiveTask | None:
         if self._live is None:
             stored = None
             if self._task_id not in host._live.tasks:
-                stored = host.store.get_task(host.name, self._task_id, owner=None)
+                stored = await host.store.get_task(host.name, self._task_id, owner=None)
                 if stored is None:
                     return None
             self._live = host._live.acquire(self._task_id, stored)

@@ -18,7 +18,10 @@ from ..protocol import AgentCard
 from ..protocol.signing import CardSigner, signed_payload
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
-from ..store import TaskStore, checkpoint_periodically
+from ..store import SqliteStore, Store, checkpoint_periodically
+from ..store.factory import store_at
+from ..store.postgres import PoolSettings
+from ..store.url import DatabaseLocation
 from .asgi import JSON_CONTENT_TYPE, ClientGone, ProtocolRequest, ProtocolResponse
 from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
@@ -75,8 +78,9 @@ class A2AApp(QuartTrio):
         self,
         import_name: str = "a2a_trio",
         *,
-        database: str | Path = "a2a.db",
-        store: TaskStore | None = None,
+        database: str | Path | DatabaseLocation = "a2a.db",
+        store: Store | None = None,
+        pool: PoolSettings | None = None,
         secret_key: str | bytes | None = None,
         settings: ServerSettings | None = None,
         host_settings: HostSettings | None = None,
@@ -92,6 +96,7 @@ class A2AApp(QuartTrio):
         self.config["RESPONSE_TIMEOUT"] = None  # streams live as long as their task
         self.config["MAX_CONTENT_LENGTH"] = self.a2a_settings.max_body_bytes
         self._database = database
+        self._pool = pool
         self._secret_key = secret_key
         self._store = store
         self._owns_store = store is None
@@ -117,16 +122,16 @@ class A2AApp(QuartTrio):
         self.register_error_handler(HTTPException, self._http_error)
 
     @property
-    def store(self) -> TaskStore:
-        """The SQLite store; it connects (and migrates) at start-up or first use.
+    def store(self) -> Store:
+        """The store (``database``: a SQLite file or a PostgreSQL URL); opened at start-up.
 
         From start-up on, the app serves the database alone: starting a second
-        app on the same file, in this process or another, fails with
+        app on the same database, in this process or another, fails with
         :class:`~a2a_trio.store.DatabaseInUseError`. It lets go when the app
         stops (a store passed in keeps it until you close that store).
         """
         if self._store is None:
-            self._store = TaskStore(self._database, secret_key=self._secret_key)
+            self._store = store_at(self._database, secret_key=self._secret_key, pool=self._pool)
         return self._store
 
     # --- mounting -----------------------------------------------------------------
@@ -370,14 +375,15 @@ class A2AApp(QuartTrio):
         finally:
             self._services = None
             if self._owns_store and self._store is not None:
-                self._store.close()
+                with trio.CancelScope(shield=True):
+                    await self._store.aclose()
                 self._store = None
 
     async def _start_hosts(self) -> None:
         self._add_root_route()
         # Serving holds the database: a second server on it is refused here, as
         # are a bad path and a newer schema.
-        self.store.open(exclusive=True)
+        await self.store.open(exclusive=True)
         services = self._services
         assert services is not None, "the hosts start with the app's ASGI lifespan"
         await services.start(self._run_checkpoints)
@@ -401,7 +407,10 @@ class A2AApp(QuartTrio):
         scope, stopped = self._checkpoints = trio.CancelScope(), trio.Event()
         try:
             with scope:
-                await checkpoint_periodically(self.store, task_status=task_status)
+                if isinstance(self.store, SqliteStore):
+                    await checkpoint_periodically(self.store, task_status=task_status)
+                else:  # PostgreSQL checkpoints on its own
+                    task_status.started()
         finally:
             stopped.set()
 

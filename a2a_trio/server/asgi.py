@@ -247,7 +247,7 @@ async def _relay(body: EventStreamBody, send: Send) -> bytes:
             frames = [format_event(body.render(event, text), event_id=seq)]
             while True:
                 try:
-                    ready = stream.receive_ready()
+                    ready = await stream.receive_ready()
                 except trio.EndOfChannel:
                     return b"".join(frames)
                 if ready is None:

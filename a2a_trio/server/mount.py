@@ -137,21 +137,21 @@ class AgentMount:
                 self._check_extensions(extensions)
                 return await host.stream_message(request, caller, extensions, protocol=version)
             case Operation.GET_TASK:
-                return host.get_task(request, caller)
+                return await host.get_task(request, caller)
             case Operation.LIST_TASKS:
-                return host.list_tasks(request, caller)
+                return await host.list_tasks(request, caller)
             case Operation.CANCEL_TASK:
                 return await host.cancel_task(request, caller)
             case Operation.SUBSCRIBE_TO_TASK:
-                return host.subscribe(request, caller, last_event_id)
+                return await host.subscribe(request, caller, last_event_id)
             case Operation.CREATE_PUSH_CONFIG:
                 return await host.create_push_config(request, caller, protocol=version)
             case Operation.GET_PUSH_CONFIG:
-                return host.get_push_config(request, caller)
+                return await host.get_push_config(request, caller)
             case Operation.LIST_PUSH_CONFIGS:
-                return host.list_push_configs(request, caller)
+                return await host.list_push_configs(request, caller)
             case Operation.DELETE_PUSH_CONFIG:
-                host.delete_push_config(request, caller)
+                await host.delete_push_config(request, caller)
                 return Empty()
             case Operation.GET_EXTENDED_CARD:
                 return self.get_extended_card(base_url, caller)

@@ -1,36 +1,50 @@
-"""Durable state: SQLite tables for tasks, the event log and push configs."""
+"""Durable state: tasks, the event log, push configs and the outbox.
+
+One interface (:class:`Store`) with two backends: SQLite, the embedded
+default (:class:`SqliteStore`), and PostgreSQL (:mod:`.postgres`).
+"""
 
 from __future__ import annotations
 
+from .base import Store
 from .checkpoints import checkpoint_periodically
 from .lock import DatabaseInUseError
-from .secrets import SecretBox, SecretKeyError
-from .tasks import (
+from .records import (
     Attempt,
     Delivery,
+    EventKind,
     Lane,
     LoggedEvent,
     Notification,
     Receipt,
     StoredTask,
     TaskPage,
-    TaskStore,
-    Written,
 )
+from .rounds import EventWrite, NewTask, ReceiptWrite, Round, Share, ShareOutcome, StaleTask
+from .secrets import SecretBox, SecretKeyError
+from .sqlite import SqliteStore
 
 __all__ = [
     "Attempt",
     "DatabaseInUseError",
     "Delivery",
+    "EventKind",
+    "EventWrite",
     "Lane",
     "LoggedEvent",
+    "NewTask",
     "Notification",
     "Receipt",
+    "ReceiptWrite",
+    "Round",
     "SecretBox",
     "SecretKeyError",
+    "Share",
+    "ShareOutcome",
+    "SqliteStore",
+    "StaleTask",
+    "Store",
     "StoredTask",
     "TaskPage",
-    "TaskStore",
-    "Written",
     "checkpoint_periodically",
 ]

@@ -6,7 +6,7 @@ import logging
 
 import trio
 
-from .tasks import TaskStore
+from .sqlite import SqliteStore
 
 __all__ = ["checkpoint_periodically"]
 
@@ -14,7 +14,7 @@ log = logging.getLogger("a2a_trio.store")
 
 
 async def checkpoint_periodically(
-    store: TaskStore,
+    store: SqliteStore,
     interval: float = 1.0,
     thread_bytes: int = 1024 * 1024,
     *,

@@ -80,7 +80,7 @@ class ServingLock:
             f"{self.database} is already served by {who}, which holds {self.path}. "
             "A SQLite database is served by one process only: serve it from a single "
             "process (hypercorn without --workers), or give this server a database "
-            "of its own (storage.path)"
+            "of its own (storage.url)"
         )
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 DEFAULT_URL = "sqlite:///a2a.db"
+#: The environment variable that overrides ``storage.url`` (for every app, the kit's too).
+DATABASE_ENV = "A2A_TRIO_DATABASE"
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 

@@ -1,0 +1,780 @@
+"""Tasks, their append-only event log, and push configs in one SQLite file.
+
+The embedded default behind :class:`~a2a_trio.store.Store`. Its methods are
+``async`` for the interface's sake but never leave the trio thread: SQLite
+in WAL mode commits a round in microseconds, far less than a thread hop
+would cost, and a single owner needs no locks. A serving store holds its
+database exclusively (see :mod:`.lock`); other processes (the CLI) open their
+own connection without that lock, and WAL lets them read while the server writes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+import sqlite_utils
+import trio
+from cryptography.fernet import Fernet
+
+from ..protocol import TaskPushNotificationConfig, TaskState, utcnow
+from ..protocol.models import AuthenticationInfo
+from ..protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
+from .base import Store
+from .lock import ServingLock
+from .records import (
+    STREAMED_KINDS,
+    Attempt,
+    Delivery,
+    Lane,
+    LoggedEvent,
+    Notification,
+    Receipt,
+    StoredTask,
+    TaskPage,
+    decode_page_token,
+    encode_page_token,
+    order_key,
+    read_snapshot,
+)
+from .rounds import Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
+from .schema import migrate
+from .secrets import SecretBox, development_key
+
+__all__ = ["SqliteStore"]
+
+
+class SqliteStore(Store):
+    """The durable state of every agent mounted on one SQLite file."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        secret_key: str | bytes | None = None,
+        synchronous: Literal["OFF", "NORMAL", "FULL"] = "NORMAL",
+    ) -> None:
+        self.path = self.display = str(path)
+        self._secret_key = secret_key
+        #: Rounds carrying this many characters of payload or more are written
+        #: on a worker thread (see :meth:`record`).
+        self.thread_chars = 256 * 1024
+        self._synchronous = synchronous
+        self._db: sqlite_utils.Database | None = None
+        self._connection: sqlite3.Connection | None = None
+        #: While a write runs on a worker thread (see :meth:`record`), reads go
+        #: through this connection of their own, so that none sees the write
+        #: before it commits. Otherwise they share the writing connection,
+        #: whose page cache a write of its own leaves warm. An in-memory
+        #: database has one connection for both.
+        self._reader: sqlite3.Connection | None = None
+        self._writing_elsewhere = False
+        #: One write at a time on the writing connection, whichever thread runs it.
+        self._writing = trio.Lock()
+        self._secrets: SecretBox | None = None
+        #: Held while this store serves the database (``open(exclusive=True)``).
+        self._lock: ServingLock | None = None
+        self._commits = 0
+        #: Characters of events and snapshots written (a gauge of WAL growth).
+        self.written = 0
+        #: The connection :meth:`checkpoint` uses, from a worker thread.
+        self._checkpointer: sqlite3.Connection | None = None
+
+    async def open(self, *, exclusive: bool = False) -> None:
+        self.connect(exclusive=exclusive)
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def connect(self, *, exclusive: bool = False) -> SqliteStore:
+        """:meth:`open`, synchronously (SQLite only): for tools, tests and :attr:`db`.
+
+        Every other method opens on first use.
+
+        ``exclusive`` is for serving: the store then holds the database until
+        :meth:`close`, and opening it exclusively anywhere else, in this process
+        or another, raises :class:`~a2a_trio.store.DatabaseInUseError` naming
+        the holder, before connecting. Plain opens (readers such as the CLI)
+        neither take nor heed it. An in-memory database needs none.
+        """
+        locked_now = False
+        if exclusive and self._lock is None and not self._in_memory:
+            lock = ServingLock(self.path)
+            lock.acquire()
+            self._lock, locked_now = lock, True
+        if self._db is None:
+            try:
+                self._connect()
+            except BaseException:
+                if locked_now:
+                    self._release_lock()
+                raise
+        return self
+
+    @property
+    def _in_memory(self) -> bool:
+        return self.path == ":memory:" or self.path.startswith("file::memory:")
+
+    def _connect(self) -> None:
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=5.0
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        db = sqlite_utils.Database(conn)
+        try:
+            migrate(db)
+        except BaseException:
+            conn.close()
+            raise
+        key = self._secret_key
+        if key is None:
+            key = Fernet.generate_key() if self._in_memory else development_key(Path(self.path))
+        self._secrets = SecretBox(key)
+        self._db = db
+        self._connection = conn
+        if self._in_memory:
+            self._reader = conn
+        else:
+            self._reader = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=5.0
+            )
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """The sqlite-utils view of the database (for tools; the server uses the methods)."""
+        if self._db is None:
+            self.connect()
+        assert self._db is not None
+        return self._db
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        if self._connection is None:
+            self.connect()
+        assert self._connection is not None
+        return self._connection
+
+    @property
+    def _reads(self) -> sqlite3.Connection:
+        if self._reader is None:
+            self.connect()
+        assert self._reader is not None and self._connection is not None
+        return self._reader if self._writing_elsewhere else self._connection
+
+    @property
+    def _box(self) -> SecretBox:
+        if self._secrets is None:
+            self.connect()
+        assert self._secrets is not None
+        return self._secrets
+
+    def close(self) -> None:
+        """Disconnect and, when open exclusively, let the database go."""
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
+        if self._reader is not None and self._reader is not self._connection:
+            self._reader.close()
+        self._reader = None
+        if self._db is not None:
+            self._db.conn.close()
+            self._db = None
+            self._connection = None
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    # --- WAL checkpoints ----------------------------------------------------
+
+    def defer_checkpoints(self, deferred: bool) -> None:
+        """Whether commits leave WAL checkpoints to :meth:`checkpoint`.
+
+        By default SQLite checkpoints inside the commit that fills the WAL
+        past 1,000 pages: that commit copies the pages into the database and
+        syncs it while the event loop waits (~0.2 s after a 10 MiB message).
+        Deferred, commits only append to the WAL, and a worker thread calls
+        :meth:`checkpoint` (see :func:`a2a_trio.store.checkpoint_periodically`).
+        """
+        if self._connection is not None or deferred:
+            self._conn.execute(f"PRAGMA wal_autocheckpoint={0 if deferred else 1000}")
+
+    @property
+    def commits(self) -> int:
+        """Transactions committed since the store was created."""
+        return self._commits
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database (PASSIVE: never waits for a reader or writer).
+
+        Thread-safe against the serving connection: it runs on a connection
+        of its own, which only one thread at a time may use.
+        """
+        if self._checkpointer is None:
+            self._checkpointer = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=5.0
+            )
+        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    # --- tasks and events ---------------------------------------------------
+
+    async def record(self, round: Round) -> list[ShareOutcome]:
+        """See :meth:`Store.record`; a large round is written on a worker thread.
+
+        A round of small events commits in microseconds, less than a thread
+        hop. One carrying megabytes (a 10 MiB message is written about four
+        times: event, snapshot, and their WAL frames) would hold the event
+        loop for a fifth of a second; from :attr:`thread_chars` on, it is
+        written on a worker thread while the loop serves everyone else.
+        Readers use their own connection, so none sees it before its commit.
+        """
+        async with self._turn():
+            if self._in_memory or _round_chars(round) < self.thread_chars:
+                return self._record(round)
+            self._writing_elsewhere = True
+            try:
+                # Not abandoned on cancel: the write ends before the turn passes.
+                return await trio.to_thread.run_sync(self._record, round)
+            finally:
+                self._writing_elsewhere = False
+
+    def _record(self, round: Round) -> list[ShareOutcome]:
+        conn = self._conn
+        now = order_key(utcnow())
+        outcomes: list[ShareOutcome] = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for share in round.shares:
+                conn.execute("SAVEPOINT share")
+                try:
+                    queued = self._write_share(conn, share, now, round.push)
+                except Exception as error:
+                    conn.execute("ROLLBACK TO share")
+                    conn.execute("RELEASE share")
+                    outcomes.append(ShareOutcome(error=error))
+                    continue
+                conn.execute("RELEASE share")
+                outcomes.append(ShareOutcome(queued))
+            conn.execute("COMMIT")
+        except BaseException:
+            # A failed COMMIT (I/O, a full disk) leaves the transaction open.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._commits += 1
+        return outcomes
+
+    def _write_share(self, conn: sqlite3.Connection, share: Share, now: str, push: bool) -> int:
+        """Write one share (inside its savepoint); returns the notifications queued."""
+        agent, task_id, events = share.agent, share.task_id, share.events
+        if events:
+            snapshot = events[-1].snapshot
+            text = snapshot.to_json()
+            self.written += len(text) + sum(len(e.payload) for e in events)
+            values = (
+                snapshot.status.state.value,
+                order_key(snapshot.status.timestamp or utcnow()),
+                events[-1].seq,
+                text,
+                agent,
+                task_id,
+            )
+            # The task row first: it refuses a share that does not follow it
+            # (StaleTask) or a task created twice (its key), before the log is touched.
+            new = share.new
+            if new is None:
+                cursor = conn.execute(
+                    "UPDATE tasks SET state = ?, updated_at = ?, last_seq = ?, snapshot = ?"
+                    " WHERE agent = ? AND id = ? AND last_seq = ?",
+                    (*values, share.base_seq),
+                )
+                if cursor.rowcount != 1:
+                    raise StaleTask(
+                        f"task {task_id!r} of agent {agent!r} is not at {share.base_seq}"
+                    )
+            else:
+                conn.execute(
+                    "INSERT INTO tasks (state, updated_at, last_seq, snapshot, agent, id,"
+                    " owner, context_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*values, new.owner, snapshot.context_id, now),
+                )
+                if new.push_config is not None:
+                    self._insert_push_config(
+                        conn, agent, new.owner, new.push_config, new.push_protocol
+                    )
+            conn.executemany(
+                "INSERT INTO task_events (agent, task_id, seq, kind, payload, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [(agent, task_id, e.seq, e.kind, e.payload, now) for e in events],
+            )
+        for receipt in share.receipts:
+            conn.execute(
+                "INSERT OR IGNORE INTO message_receipts (agent, owner, message_id, digest,"
+                " task_id, seq, answer, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    agent,
+                    receipt.owner,
+                    receipt.message_id,
+                    receipt.digest,
+                    receipt.task_id,
+                    receipt.seq,
+                    receipt.answer,
+                    now,
+                ),
+            )
+        return self._queue(conn, share, now) if push else 0
+
+    def _queue(self, conn: sqlite3.Connection, share: Share, now: str) -> int:
+        """Queue the share's streamed events for each webhook config of its task.
+
+        A config created over 1.0 gets the event as recorded; one created
+        over 0.3 gets :func:`~a2a_trio.store.rounds.v0_3_webhook_body`.
+        """
+        streamed = [e for e in share.events if e.kind in STREAMED_KINDS]
+        if not streamed:
+            return 0
+        key = (share.agent, share.task_id)
+        protocols = {
+            row[0]
+            for row in conn.execute(
+                "SELECT DISTINCT protocol FROM push_configs WHERE agent = ? AND task_id = ?", key
+            )
+        }
+        if not protocols:
+            return 0
+        queued = 0
+        insert = (
+            "INSERT INTO push_outbox (notification_id, agent, task_id, config_id, seq, payload,"
+            " created_at, updated_at) SELECT lower(hex(randomblob(16))), agent, task_id, id,"
+            " ?, ?, ?, ? FROM push_configs WHERE agent = ? AND task_id = ? AND protocol {} ?"
+            " ORDER BY created_at, id"
+        )
+        for event in streamed:
+            if protocols - {LEGACY_VERSION}:
+                cursor = conn.execute(
+                    insert.format("!="), (event.seq, event.payload, now, now, *key, LEGACY_VERSION)
+                )
+                queued += int(cursor.rowcount)
+            if LEGACY_VERSION in protocols:
+                body = v0_3_webhook_body(event.snapshot)
+                cursor = conn.execute(
+                    insert.format("="), (event.seq, body, now, now, *key, LEGACY_VERSION)
+                )
+                queued += int(cursor.rowcount)
+        return queued
+
+    @asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        """This store's writing connection, to one writer at a time."""
+        try:
+            self._writing.acquire_nowait()  # the usual case: no wait, no scheduling pass
+        except trio.WouldBlock:
+            await self._writing.acquire()
+        try:
+            yield
+        finally:
+            self._writing.release()
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[sqlite3.Connection]:
+        """One transaction of the statements run inside (on the trio thread)."""
+        async with self._turn():
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            self._commits += 1
+
+    # --- message receipts (retries, spec 3.3.1) ------------------------------
+
+    async def remembered_messages(self, agent: str, since: datetime) -> list[tuple[str, str]]:
+        """(owner, messageId) of every message with a receipt stored at ``since`` or later."""
+        rows = self._reads.execute(
+            "SELECT owner, message_id FROM message_receipts WHERE agent = ? AND created_at >= ?",
+            (agent, order_key(since)),
+        ).fetchall()
+        return [(row[0], row[1]) for row in rows]
+
+    async def forget_message(self, agent: str, owner: str, message_id: str, digest: str) -> None:
+        """Drop the receipt stored for the message (by :meth:`record`)."""
+        async with self._transaction() as conn:
+            conn.execute(
+                "DELETE FROM message_receipts WHERE agent = ? AND owner = ? AND message_id = ?"
+                " AND digest = ?",
+                (agent, owner, message_id, digest),
+            )
+
+    async def find_message(
+        self, agent: str, owner: str, message_id: str, digest: str, since: datetime
+    ) -> Receipt | None:
+        """What the same message of the same owner started at ``since`` or later, if anything."""
+        row = self._reads.execute(
+            "SELECT task_id, seq, answer FROM message_receipts WHERE agent = ? AND owner = ?"
+            " AND message_id = ? AND digest = ? AND created_at >= ?",
+            (agent, owner, message_id, digest, order_key(since)),
+        ).fetchone()
+        return None if row is None else Receipt(row[0], int(row[1]), row[2])
+
+    async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
+        """The task, if it exists and (when ``owner`` is given) belongs to ``owner``."""
+        row = self._reads.execute(
+            "SELECT owner, snapshot, last_seq, context_id, state FROM tasks"
+            " WHERE agent = ? AND id = ?",
+            (agent, task_id),
+        ).fetchone()
+        if row is None or (owner is not None and row[0] != owner):
+            return None
+        task = read_snapshot(task_id, row[3], row[4], row[1])
+        return StoredTask(agent, row[0], task, int(row[2]))
+
+    async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
+        """Streamed events of the task with a sequence number above ``seq``."""
+        rows = self._reads.execute(
+            "SELECT seq, kind, payload FROM task_events WHERE agent = ? AND task_id = ?"
+            " AND seq > ? AND kind IN ('task', 'status', 'artifact') ORDER BY seq",
+            (agent, task_id, seq),
+        ).fetchall()
+        return [LoggedEvent(int(r[0]), r[1], r[2]) for r in rows]
+
+    async def list_tasks(
+        self,
+        agent: str,
+        owner: str,
+        *,
+        context_id: str | None = None,
+        state: TaskState | None = None,
+        updated_after: datetime | None = None,
+        page_size: int = 50,
+        page_token: str | None = None,
+    ) -> TaskPage:
+        """The owner's tasks, most recently updated first, by keyset pagination."""
+        where = ["agent = ?", "owner = ?"]
+        args: list[object] = [agent, owner]
+        if context_id:
+            where.append("context_id = ?")
+            args.append(context_id)
+        if state is not None and state is not TaskState.UNSPECIFIED:
+            where.append("state = ?")
+            args.append(state.value)
+        if updated_after is not None:
+            where.append("updated_at >= ?")
+            args.append(order_key(updated_after))
+        filters = " AND ".join(where)
+        total = int(
+            self._reads.execute(f"SELECT count(*) FROM tasks WHERE {filters}", args).fetchone()[0]
+        )
+        page_where, page_args = filters, list(args)
+        if page_token:
+            updated, last_id = decode_page_token(page_token)
+            page_where += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
+            page_args += [updated, updated, last_id]
+        rows = self._reads.execute(
+            f"SELECT id, updated_at, snapshot, context_id, state FROM tasks WHERE {page_where}"
+            " ORDER BY updated_at DESC, id DESC LIMIT ?",
+            [*page_args, page_size + 1],
+        ).fetchall()
+        next_token = ""
+        if len(rows) > page_size:
+            rows = rows[:page_size]
+            next_token = encode_page_token(rows[-1][1], rows[-1][0])
+        tasks = [read_snapshot(row[0], row[3], row[4], row[2]) for row in rows]
+        return TaskPage(tasks, next_token, total)
+
+    async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
+        """Tasks left SUBMITTED or WORKING: work that had a running executor."""
+        query = (
+            "SELECT agent, owner, snapshot, last_seq, id, context_id, state FROM tasks"
+            " WHERE state IN (?, ?)"
+        )
+        args: list[object] = [TaskState.SUBMITTED.value, TaskState.WORKING.value]
+        if agent is not None:
+            query += " AND agent = ?"
+            args.append(agent)
+        rows = self._reads.execute(query, args).fetchall()
+        return [
+            StoredTask(r[0], r[1], read_snapshot(r[4], r[5], r[6], r[2]), int(r[3])) for r in rows
+        ]
+
+    async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
+        """Delete finished tasks last updated before ``older_than``, with everything of theirs.
+
+        Returns how many tasks, events, push configs, notifications and
+        delivery attempts went (or would go, with ``dry_run``), and how many
+        message receipts older than ``older_than`` (receipts come with :meth:`record`).
+        """
+        finals = tuple(state.value for state in TaskState if state.is_final)
+        cutoff = order_key(older_than)
+        doomed = "SELECT agent, id FROM tasks WHERE updated_at < ? AND state IN (?, ?, ?, ?)"
+        args = (cutoff, *finals)
+        counts: dict[str, int] = {}
+        queries = {
+            "tasks": f"SELECT count(*) FROM ({doomed})",
+            "events": f"SELECT count(*) FROM task_events WHERE (agent, task_id) IN ({doomed})",
+            "push_configs": "SELECT count(*) FROM push_configs WHERE (agent, task_id) IN "
+            f"({doomed})",
+            "notifications": "SELECT count(*) FROM push_outbox WHERE (agent, task_id) IN "
+            f"({doomed})",
+            "attempts": "SELECT count(*) FROM push_attempts WHERE outbox_id IN (SELECT id FROM"
+            f" push_outbox WHERE (agent, task_id) IN ({doomed}))",
+        }
+        for name, query in queries.items():
+            counts[name] = int(self._reads.execute(query, args).fetchone()[0])
+        receipts = "FROM message_receipts WHERE created_at < ?"
+        counts["receipts"] = int(
+            self._reads.execute(f"SELECT count(*) {receipts}", (cutoff,)).fetchone()[0]
+        )
+        if dry_run or not any(counts.values()):
+            return counts
+        async with self._transaction() as conn:
+            conn.execute(f"DELETE {receipts}", (cutoff,))
+            conn.execute(
+                "DELETE FROM push_attempts WHERE outbox_id IN (SELECT id FROM push_outbox"
+                f" WHERE (agent, task_id) IN ({doomed}))",
+                args,
+            )
+            for table, column in (
+                ("push_outbox", "task_id"),
+                ("push_configs", "task_id"),
+                ("task_events", "task_id"),
+            ):
+                conn.execute(f"DELETE FROM {table} WHERE (agent, {column}) IN ({doomed})", args)
+            conn.execute(f"DELETE FROM tasks WHERE (agent, id) IN ({doomed})", args)
+        return counts
+
+    # --- push notification configs -----------------------------------------
+
+    async def save_push_config(
+        self,
+        agent: str,
+        owner: str,
+        config: TaskPushNotificationConfig,
+        *,
+        protocol: str = PROTOCOL_VERSION,
+    ) -> None:
+        """Insert or replace a config; token and credentials are sealed first.
+
+        ``protocol`` is the version the config was created in: its webhooks
+        carry that version's body.
+        """
+        assert config.id and config.task_id
+        async with self._transaction() as conn:
+            self._insert_push_config(conn, agent, owner, config, protocol)
+
+    def _insert_push_config(
+        self,
+        conn: sqlite3.Connection,
+        agent: str,
+        owner: str,
+        config: TaskPushNotificationConfig,
+        protocol: str,
+    ) -> None:
+        auth = config.authentication
+        conn.execute(
+            "INSERT OR REPLACE INTO push_configs (agent, task_id, id, owner, url, token,"
+            " auth_scheme, auth_credentials, created_at, protocol)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                agent,
+                config.task_id,
+                config.id,
+                owner,
+                config.url,
+                self._box.seal(config.token),
+                auth.scheme if auth else None,
+                self._box.seal(auth.credentials) if auth else None,
+                order_key(utcnow()),
+                protocol,
+            ),
+        )
+
+    async def get_push_config(
+        self, agent: str, task_id: str, config_id: str, *, owner: str | None
+    ) -> TaskPushNotificationConfig | None:
+        row = self._reads.execute(
+            "SELECT task_id, id, owner, url, token, auth_scheme, auth_credentials"
+            " FROM push_configs WHERE agent = ? AND task_id = ? AND id = ?",
+            (agent, task_id, config_id),
+        ).fetchone()
+        if row is None or (owner is not None and row[2] != owner):
+            return None
+        return self._push_config(row)
+
+    async def list_push_configs(
+        self, agent: str, task_id: str, *, owner: str | None
+    ) -> list[TaskPushNotificationConfig]:
+        query = (
+            "SELECT task_id, id, owner, url, token, auth_scheme, auth_credentials"
+            " FROM push_configs WHERE agent = ? AND task_id = ?"
+        )
+        args: list[object] = [agent, task_id]
+        if owner is not None:
+            query += " AND owner = ?"
+            args.append(owner)
+        rows = self._reads.execute(query + " ORDER BY created_at, id", args).fetchall()
+        return [self._push_config(row) for row in rows]
+
+    async def delete_push_config(
+        self, agent: str, task_id: str, config_id: str, *, owner: str
+    ) -> bool:
+        async with self._transaction() as conn:
+            cursor = conn.execute(
+                "DELETE FROM push_configs WHERE agent = ? AND task_id = ? AND id = ? AND owner = ?",
+                (agent, task_id, config_id, owner),
+            )
+        return cursor.rowcount > 0
+
+    def _push_config(self, row: tuple[str, ...]) -> TaskPushNotificationConfig:
+        task_id, config_id, _owner, url, token, scheme, credentials = row
+        # Checked when saved; read back as stored (an older version's row included).
+        authentication = None
+        if scheme:
+            authentication = AuthenticationInfo.model_construct(
+                scheme=scheme, credentials=self._box.open(credentials)
+            )
+        return TaskPushNotificationConfig.model_construct(
+            id=config_id,
+            task_id=task_id,
+            url=url,
+            token=self._box.open(token),
+            authentication=authentication,
+        )
+
+    # --- push outbox --------------------------------------------------------------
+
+    async def pending_lanes(
+        self, agent: str | None = None, task_id: str | None = None
+    ) -> list[Lane]:
+        """Every (agent, task, config) with notifications still to deliver."""
+        query = "SELECT DISTINCT agent, task_id, config_id FROM push_outbox WHERE state = 'pending'"
+        args: list[object] = []
+        if agent is not None:
+            query += " AND agent = ?"
+            args.append(agent)
+        if task_id is not None:
+            query += " AND task_id = ?"
+            args.append(task_id)
+        return [Lane(*row) for row in self._reads.execute(query, args).fetchall()]
+
+    async def next_notification(self, lane: Lane) -> Notification | None:
+        """The oldest notification of the lane still pending (lanes deliver in order)."""
+        row = self._reads.execute(
+            "SELECT id, notification_id, seq, payload, attempts, next_attempt_at FROM push_outbox"
+            " WHERE state = 'pending' AND agent = ? AND task_id = ? AND config_id = ?"
+            " ORDER BY id LIMIT 1",
+            (lane.agent, lane.task_id, lane.config_id),
+        ).fetchone()
+        if row is None:
+            return None
+        return Notification(lane, int(row[0]), row[1], int(row[2]), row[3], int(row[4]), row[5])
+
+    async def record_attempt(
+        self,
+        notification: Notification,
+        *,
+        outcome: Literal["delivered", "retry", "failed"],
+        status: int | None,
+        error: str | None,
+        duration_ms: float,
+        next_attempt_at: float = 0.0,
+    ) -> None:
+        """Log one delivery attempt and move the notification on, atomically."""
+        attempt = notification.attempts + 1
+        now = order_key(utcnow())
+        state = "pending" if outcome == "retry" else outcome
+        async with self._transaction() as conn:
+            conn.execute(
+                "INSERT INTO push_attempts (outbox_id, attempt, at, status, error, duration_ms)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (notification.id, attempt, now, status, error, duration_ms),
+            )
+            conn.execute(
+                "UPDATE push_outbox SET state = ?, attempts = ?, next_attempt_at = ?,"
+                " last_error = ?, updated_at = ? WHERE id = ?",
+                (state, attempt, next_attempt_at, error, now, notification.id),
+            )
+
+    async def abandon_notification(self, notification: Notification, reason: str) -> None:
+        """Fail a notification without an attempt (its config was deleted)."""
+        async with self._transaction() as conn:
+            conn.execute(
+                "UPDATE push_outbox SET state = 'failed', last_error = ?, updated_at = ?"
+                " WHERE id = ?",
+                (reason, order_key(utcnow()), notification.id),
+            )
+
+    async def requeue_notification(self, outbox_id: int) -> bool:
+        """Put a failed (dead-letter) notification back in its lane for delivery."""
+        async with self._transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE push_outbox SET state = 'pending', next_attempt_at = 0, updated_at = ?"
+                " WHERE id = ? AND state = 'failed'",
+                (order_key(utcnow()), outbox_id),
+            )
+        return cursor.rowcount > 0
+
+    async def deliveries(
+        self, agent: str | None = None, task_id: str | None = None
+    ) -> list[Delivery]:
+        """Notifications (oldest first) with every attempt made for each."""
+        query = (
+            "SELECT id, notification_id, agent, task_id, config_id, seq, state, attempts,"
+            " last_error, created_at FROM push_outbox"
+        )
+        where, args = [], []
+        if agent is not None:
+            where.append("agent = ?")
+            args.append(agent)
+        if task_id is not None:
+            where.append("task_id = ?")
+            args.append(task_id)
+        if where:
+            query += " WHERE " + " AND ".join(where)
+        rows = self._reads.execute(query + " ORDER BY id", args).fetchall()
+        attempts: dict[int, list[Attempt]] = {}
+        if rows:
+            marks = ",".join("?" * len(rows))
+            for outbox_id, attempt, at, status, error, duration in self._reads.execute(
+                "SELECT outbox_id, attempt, at, status, error, duration_ms FROM push_attempts"
+                f" WHERE outbox_id IN ({marks}) ORDER BY outbox_id, attempt",
+                [row[0] for row in rows],
+            ):
+                attempts.setdefault(outbox_id, []).append(
+                    Attempt(attempt, at, status, error, duration)
+                )
+        return [
+            Delivery(
+                id=row[0],
+                notification_id=row[1],
+                agent=row[2],
+                task_id=row[3],
+                config_id=row[4],
+                seq=row[5],
+                state=row[6],
+                attempts_made=row[7],
+                last_error=row[8],
+                created_at=row[9],
+                attempts=attempts.get(row[0], []),
+            )
+            for row in rows
+        ]
+
+
+def _round_chars(round: Round) -> int:
+    """About how much a round writes: its payloads (snapshots grow with them)."""
+    return sum(len(event.payload) for share in round.shares for event in share.events)
