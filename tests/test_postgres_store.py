@@ -108,14 +108,15 @@ def schema_listing(location: PostgresLocation) -> list[tuple[Any, ...]]:
     return columns + indexes
 
 
-@contextmanager
-def held_advisory_lock(location: PostgresLocation) -> Iterator[bool]:
-    """Try the serving lock from a plain connection: whether it was free."""
+def serving_lock_is_free(location: PostgresLocation) -> bool:
+    """Whether the serving lock can be taken now (taken and let go at once if so)."""
     with admin_connect(location) as admin:
         [(taken,)] = admin.execute(
             "SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, SERVING)
         ).fetchall()
-        yield bool(taken)
+        if taken:  # explicitly: a closing session lets its locks go only a moment later
+            admin.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, SERVING))
+        return bool(taken)
 
 
 # --- the schema and its migrations ---------------------------------------------------------
@@ -296,8 +297,7 @@ async def test_closing_a_serving_store_lets_the_database_go(postgres: PostgresLo
     second = PostgresStore(postgres)
     await second.open(exclusive=True)
     await second.aclose()
-    with held_advisory_lock(postgres) as free:
-        assert free
+    assert serving_lock_is_free(postgres)
 
 
 async def test_a_reader_reads_and_prunes_a_database_being_served(
@@ -321,16 +321,13 @@ async def test_a_store_open_for_reading_can_start_serving(postgres: PostgresLoca
     store = PostgresStore(postgres)
     await store.open()
     try:
-        with held_advisory_lock(postgres) as free:
-            assert free
+        assert serving_lock_is_free(postgres)
         await store.open(exclusive=True)
         await store.open(exclusive=True)  # idempotent
-        with held_advisory_lock(postgres) as free:
-            assert not free
+        assert not serving_lock_is_free(postgres)
     finally:
         await store.aclose()
-    with held_advisory_lock(postgres) as free:
-        assert free
+    assert serving_lock_is_free(postgres)
 
 
 async def test_a_store_that_fails_to_open_for_serving_lets_the_database_go(
@@ -342,8 +339,7 @@ async def test_a_store_that_fails_to_open_for_serving_lets_the_database_go(
     query(empty_database, "UPDATE a2a_schema SET version = version + 1 RETURNING version")
     with pytest.raises(RuntimeError, match="newer than this a2a-trio understands"):
         await PostgresStore(empty_database).open(exclusive=True)
-    with held_advisory_lock(empty_database) as free:
-        assert free
+    assert serving_lock_is_free(empty_database)
 
 
 #: Serves the database named by argv (holds it as a server's store does) until killed.

@@ -11,6 +11,9 @@ the server has noticed the closed socket.
 
 from __future__ import annotations
 
+from contextlib import suppress
+
+import psycopg
 import trio
 
 from ...protocol._base import iso_utc
@@ -44,10 +47,18 @@ class ServingLock:
             self._conn = await trio.to_thread.run_sync(self._take)
 
     def release(self) -> None:
-        """Let the database go: closing the session drops its advisory locks."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        """Let the database go, before this returns.
+
+        Closing the session alone would drop the lock only once the server
+        has processed the goodbye, a moment later: a server restarted at once
+        could find its own lock still held. A lost connection held nothing.
+        """
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        with suppress(psycopg.Error):
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, SERVING))
+        conn.close()
 
     def _take(self) -> Connection:
         conn = connect(self._location, self._settings)
