@@ -278,6 +278,20 @@ async def test_a_large_payload_and_snapshot_round_trip(store: Store) -> None:
     assert stored is not None and stored.task.metadata == {"t": text}
 
 
+async def test_a_share_of_thousands_of_events_is_stored_whole(store: Store) -> None:
+    task = make_task("t-1")
+    await record(store, creating(task, *(status_event(seq, task) for seq in range(2, 2502))))
+    [outcome] = await record(
+        store, following("t-1", *(status_event(seq, task) for seq in range(2502, 4002)))
+    )
+    assert outcome.error is None
+    assert [event.seq for event in await store.events_after(AGENT, "t-1", 0)] == list(
+        range(1, 4002)
+    )
+    stored = await store.get_task(AGENT, "t-1", owner=None)
+    assert stored is not None and stored.last_seq == 4001
+
+
 async def test_keys_holding_nul_name_nothing_stored(store: Store) -> None:
     await create(store, make_task("t-1"))
     assert await store.get_task(AGENT, "t-1\0", owner=None) is None
@@ -835,6 +849,22 @@ async def test_each_event_is_queued_for_1_0_configs_before_0_3_ones(store: Store
     assert outcome == ShareOutcome(queued=4)
     order = [(d.seq, d.config_id) for d in await store.deliveries(AGENT, "t-1")]
     assert order == [(2, "c-a"), (2, "c-b"), (3, "c-a"), (3, "c-b")]
+
+
+async def test_a_config_saved_before_its_task_is_created_is_queued_for_too(
+    store: Store,
+) -> None:
+    await store.save_push_config(AGENT, ALICE, push_config("c-early"))
+    task = make_task("t-1")
+    share = creating(task, push_config=push_config("c-own"), push_protocol=LEGACY_VERSION)
+    [outcome] = await record(store, share, push=True)
+    assert outcome == ShareOutcome(queued=2)
+    assert [(d.config_id, d.seq) for d in await store.deliveries()] == [
+        ("c-early", 1),
+        ("c-own", 1),
+    ]
+    own = await store.next_notification(Lane(AGENT, "t-1", "c-own"))
+    assert own is not None and own.payload == v0_3_webhook_body(task)
 
 
 async def test_message_events_are_not_queued(store: Store) -> None:

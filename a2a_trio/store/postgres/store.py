@@ -39,7 +39,7 @@ from ..url import PostgresLocation
 from .database import Connection, Database, PoolSettings
 from .keys import development_key
 from .lock import ServingLock
-from .recording import insert_push_config, write_round
+from .recording import RefusedShare, insert_push_config, write_round
 from .schema import migrate
 from .times import page_time, utc
 
@@ -135,7 +135,10 @@ class PostgresStore(Store):
     async def record(self, round: Round) -> list[ShareOutcome]:
         if not round.shares:
             return []
-        return await self._run(partial(write_round, round=round, box=self._secrets))
+        try:
+            return await self._run(partial(write_round, round=round, box=self._secrets))
+        except RefusedShare as refused:  # rolled back: nothing of the round is stored
+            return [ShareOutcome(error=refused.error)]
 
     async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
         if _unstorable(agent, task_id):
