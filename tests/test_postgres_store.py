@@ -531,6 +531,18 @@ async def test_an_id_too_long_for_an_index_fails_its_share_alone(store: Postgres
     assert await store.get_task(AGENT, "t-2", owner=ALICE) is not None
 
 
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "with-another"])
+async def test_a_nul_in_an_id_fails_its_share_alone(store: PostgresStore, alone: bool) -> None:
+    # The protocol accepts U+0000 in a contextId; no PostgreSQL text can hold it.
+    shares = [creating(make_task("t-1", context_id="ctx\0"))]
+    if not alone:
+        shares.append(creating(make_task("t-2")))
+    outcomes = await record(store, *shares)
+    assert isinstance(outcomes[0].error, psycopg.DataError)
+    assert [outcome.error for outcome in outcomes[1:]] == [None] * (len(shares) - 1)
+    assert await store.get_task(AGENT, "t-1", owner=None) is None
+
+
 async def test_a_task_created_twice_is_a_stale_share(store: PostgresStore) -> None:
     await create(store, make_task("t-1"))
     [outcome] = await record(store, creating(make_task("t-1")))

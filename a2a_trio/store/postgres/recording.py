@@ -1,4 +1,4 @@
-"""A round of the recorder written to PostgreSQL: one transaction, a savepoint per share.
+"""A round of the recorder written to PostgreSQL: one transaction, each share all or nothing.
 
 :func:`write_round` is a plain function of a connection, run by
 :meth:`~a2a_trio.store.postgres.Database.run` in a worker thread: the whole
@@ -96,13 +96,16 @@ def write_round(conn: Connection, round: Round, box: SecretBox) -> list[ShareOut
 def _of_the_share(error: Exception) -> bool:
     """Whether the error comes from the share's own data, so the round can go on.
 
-    Data exceptions (22: a value PostgreSQL cannot hold), integrity violations
+    Data exceptions (SQLSTATE class 22: a value PostgreSQL cannot hold, such as
+    a NUL in an id, which psycopg refuses before sending), integrity violations
     (23: a taken key) and program limits (54: an id too long for an index) are
     the share's; anything else (a lost connection, a cancelled statement, a
     deadlock, a failed transaction) is the round's, and nothing of it commits.
     """
+    if isinstance(error, psycopg.DataError | psycopg.IntegrityError):
+        return True
     if isinstance(error, psycopg.Error):
-        return (error.sqlstate or "")[:2] in ("22", "23", "54")
+        return (error.sqlstate or "").startswith("54")
     return True
 
 
