@@ -1,7 +1,8 @@
 """PostgreSQL through psycopg 3, driven from trio without asyncio.
 
-Exists today: the connection pool (``Database``), the LISTEN connection (``Listener``)
-and their errors. The PostgreSQL task store is planned (docs/storage.md).
+The store (``PostgresStore``, an implementation of :class:`a2a_trio.store.Store`),
+the connection pool it runs on (``Database``), the LISTEN connection
+(``Listener``) and their errors; docs/storage.md describes the schema.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from .database import Connection, Database, PoolSettings
 from .errors import ConnectionLost, DatabaseUnavailable, PostgresError, StatementTimeout
 from .listener import Listener, Notification
+from .store import PostgresStore
 
 __all__ = [
     "Connection",
@@ -19,5 +21,6 @@ __all__ = [
     "Notification",
     "PoolSettings",
     "PostgresError",
+    "PostgresStore",
     "StatementTimeout",
 ]

@@ -1,0 +1,197 @@
+"""The PostgreSQL schema, versioned and migrated forward on open.
+
+The tables mirror SQLite's (:mod:`a2a_trio.store.schema`) in PostgreSQL's own
+types. Three choices shape them:
+
+- Text that goes back out verbatim is ``json``, not ``jsonb``. The event log's
+  payloads are relayed as stored (an SSE resume must send the bytes the live
+  stream sent), and ``jsonb`` reorders keys, drops duplicates and rewrites
+  whitespace; it also refuses ``\\u0000``, which the protocol accepts in any
+  string and SQLite stores. ``json`` keeps the text as written and still checks
+  that it is JSON; its operators (``->``, ``->>``) serve ad-hoc queries, and a
+  cast to ``jsonb`` serves heavier ones. Snapshots are ``json`` too: a task that
+  SQLite stores must store here.
+- Identifiers are ``COLLATE "C"``: byte order, which for UTF-8 is code point
+  order, as SQLite's BINARY. ListTasks then orders ties by id the same way on
+  both backends, and no locale upgrade of the host can reorder an index.
+- Times are ``timestamptz`` (microseconds, as SQLite's order keys); the store
+  turns them back into the same strings on the way out.
+
+Each version's statements run in one transaction (PostgreSQL's DDL is
+transactional) under an advisory lock, so a start killed halfway leaves the
+previous version, and processes starting together on an empty database
+migrate it once.
+"""
+
+from __future__ import annotations
+
+from .database import Connection
+from .lock import LOCK_CLASS, MIGRATING
+
+__all__ = ["SCHEMA_VERSION", "migrate", "schema_version"]
+
+_V1 = (
+    # What this database is for: the development secret key, when none is configured.
+    """
+    CREATE TABLE a2a_settings (
+        key text COLLATE "C" PRIMARY KEY,
+        value text NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE tasks (
+        agent text COLLATE "C" NOT NULL,
+        id text COLLATE "C" NOT NULL,
+        owner text COLLATE "C" NOT NULL,
+        context_id text COLLATE "C",
+        state text NOT NULL,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        last_seq bigint NOT NULL,
+        snapshot json NOT NULL,
+        CONSTRAINT tasks_key PRIMARY KEY (agent, id)
+    )
+    """,
+    # ListTasks: the owner's tasks, newest first, then by context or by state.
+    "CREATE INDEX tasks_by_owner ON tasks (agent, owner, updated_at DESC, id DESC)",
+    "CREATE INDEX tasks_by_context ON tasks (agent, owner, context_id, updated_at DESC, id DESC)",
+    "CREATE INDEX tasks_by_owner_state ON tasks (agent, owner, state, updated_at DESC, id DESC)",
+    # Unfinished tasks at start-up; finished ones by age for prune.
+    "CREATE INDEX tasks_by_state ON tasks (state, updated_at)",
+    # The append-only log: one row per recorded event, seq counts per task from 1.
+    # Its key refuses a task created twice and a share that forks the log.
+    """
+    CREATE TABLE task_events (
+        agent text COLLATE "C" NOT NULL,
+        task_id text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        kind text NOT NULL,
+        payload json NOT NULL,
+        created_at timestamptz NOT NULL,
+        CONSTRAINT task_events_key PRIMARY KEY (agent, task_id, seq)
+    )
+    """,
+    # token and auth_credentials are sealed (Fernet): see a2a_trio.store.secrets.
+    # protocol is the version the config was created in; its webhooks carry that body.
+    """
+    CREATE TABLE push_configs (
+        agent text COLLATE "C" NOT NULL,
+        task_id text COLLATE "C" NOT NULL,
+        id text COLLATE "C" NOT NULL,
+        owner text COLLATE "C" NOT NULL,
+        url text NOT NULL,
+        token text,
+        auth_scheme text,
+        auth_credentials text,
+        created_at timestamptz NOT NULL,
+        protocol text NOT NULL DEFAULT '1.0',
+        PRIMARY KEY (agent, task_id, id)
+    )
+    """,
+    # The push outbox: one row per (event, webhook config), written in the same
+    # transaction as the event. A lane (agent, task, config) is delivered in id order.
+    """
+    CREATE TABLE push_outbox (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        notification_id text COLLATE "C" NOT NULL UNIQUE,
+        agent text COLLATE "C" NOT NULL,
+        task_id text COLLATE "C" NOT NULL,
+        config_id text COLLATE "C" NOT NULL,
+        seq bigint NOT NULL,
+        payload json NOT NULL,
+        state text NOT NULL DEFAULT 'pending'
+            CHECK (state IN ('pending', 'delivered', 'failed')),
+        attempts integer NOT NULL DEFAULT 0,
+        next_attempt_at double precision NOT NULL DEFAULT 0,
+        last_error text,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+    )
+    """,
+    # Only pending rows are looked up by lane; delivered ones pile up until prune.
+    "CREATE INDEX push_outbox_lanes ON push_outbox (agent, task_id, config_id, id)"
+    " WHERE state = 'pending'",
+    "CREATE INDEX push_outbox_by_task ON push_outbox (agent, task_id, id)",
+    """
+    CREATE TABLE push_attempts (
+        outbox_id bigint NOT NULL,
+        attempt integer NOT NULL,
+        at timestamptz NOT NULL,
+        status integer,
+        error text,
+        duration_ms double precision NOT NULL,
+        PRIMARY KEY (outbox_id, attempt)
+    )
+    """,
+    # What a SendMessage started, by its messageId and a digest of its content,
+    # so that a client's retry gets the original answer (spec 3.3.1).
+    """
+    CREATE TABLE message_receipts (
+        agent text COLLATE "C" NOT NULL,
+        owner text COLLATE "C" NOT NULL,
+        message_id text COLLATE "C" NOT NULL,
+        digest text COLLATE "C" NOT NULL,
+        task_id text COLLATE "C",
+        seq bigint NOT NULL DEFAULT 0,
+        answer text,
+        created_at timestamptz NOT NULL,
+        PRIMARY KEY (agent, owner, message_id, digest)
+    )
+    """,
+    "CREATE INDEX message_receipts_by_age ON message_receipts (created_at)",
+)
+
+MIGRATIONS: list[tuple[str, ...]] = [_V1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: Connection) -> int:
+    """Bring the database to :data:`SCHEMA_VERSION`; returns the version found.
+
+    Runs in the caller's transaction: the advisory lock taken first is held
+    until it ends, so a second process waits here and then finds the work done.
+    """
+    conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATING))
+    _refuse_other_encodings(conn)
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS a2a_schema ("
+        " one boolean PRIMARY KEY DEFAULT true CHECK (one), version integer NOT NULL)"
+    )
+    found = schema_version(conn)
+    if found > SCHEMA_VERSION:
+        raise RuntimeError(
+            f"database schema version {found} is newer than this a2a-trio "
+            f"understands ({SCHEMA_VERSION}); upgrade a2a-trio"
+        )
+    for version in range(found, SCHEMA_VERSION):
+        for statement in MIGRATIONS[version]:
+            conn.execute(statement)
+    if found < SCHEMA_VERSION:
+        conn.execute(
+            "INSERT INTO a2a_schema (version) VALUES (%s)"
+            " ON CONFLICT (one) DO UPDATE SET version = EXCLUDED.version",
+            (SCHEMA_VERSION,),
+        )
+    return found
+
+
+def _refuse_other_encodings(conn: Connection) -> None:
+    """Any encoding but UTF8 refuses (or, as SQL_ASCII, mangles) text the protocol accepts."""
+    row = conn.execute("SELECT current_setting('server_encoding')").fetchone()
+    encoding = row[0] if row else "unknown"
+    if isinstance(encoding, bytes):  # what psycopg hands back from a SQL_ASCII database
+        encoding = encoding.decode("ascii", "replace")
+    if encoding != "UTF8":
+        raise RuntimeError(
+            f"the database's encoding is {encoding}, not UTF8:"
+            " create it with ENCODING 'UTF8' for a2a-trio"
+        )
+
+
+def schema_version(conn: Connection) -> int:
+    """The version the database is at (0: none of a2a-trio's tables yet)."""
+    table = conn.execute("SELECT to_regclass('a2a_schema')").fetchone()
+    if table is None or table[0] is None:
+        return 0
+    row = conn.execute("SELECT version FROM a2a_schema").fetchone()
+    return 0 if row is None else int(row[0])

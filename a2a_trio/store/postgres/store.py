@@ -1,0 +1,520 @@
+"""The store on PostgreSQL: every method of :class:`~a2a_trio.store.Store`, as SQLite has it.
+
+Each call is one unit of work on a pooled connection in a worker thread
+(:meth:`Database.run`): one thread hop and one transaction, however many
+statements it takes. What comes back is what the SQLite store returns for the
+same calls, down to the time strings and page tokens; docs/storage.md lists
+what is stored where.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from datetime import datetime
+from functools import partial
+from typing import Any, Literal, TypeVar
+
+from ...protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
+from ...protocol.models import AuthenticationInfo
+from ..base import Store
+from ..records import (
+    STREAMED_KINDS,
+    Attempt,
+    Delivery,
+    Lane,
+    LoggedEvent,
+    Notification,
+    Receipt,
+    StoredTask,
+    TaskPage,
+    decode_page_token,
+    encode_page_token,
+    order_key,
+    read_snapshot,
+)
+from ..rounds import Round, ShareOutcome
+from ..secrets import SecretBox
+from ..url import PostgresLocation
+from .database import Connection, Database, PoolSettings
+from .keys import development_key
+from .lock import ServingLock
+from .recording import RefusedShare, insert_push_config, write_round
+from .schema import migrate
+from .times import page_time, utc
+
+__all__ = ["PostgresStore"]
+
+T = TypeVar("T")
+
+_FINAL_STATES = [state.value for state in TaskState if state.is_final]
+_UNFINISHED_STATES = [TaskState.SUBMITTED.value, TaskState.WORKING.value]
+
+
+class PostgresStore(Store):
+    """The durable state of every agent mounted on one PostgreSQL database.
+
+    Without ``secret_key`` push secrets are sealed with a development key kept
+    in the database (:mod:`.keys`); production configures one.
+    """
+
+    def __init__(
+        self,
+        location: PostgresLocation,
+        *,
+        secret_key: str | bytes | None = None,
+        pool: PoolSettings | None = None,
+    ) -> None:
+        self.location = location
+        self.display = location.display
+        self._secret_key = secret_key
+        self._pool = pool or PoolSettings()
+        self._db: Database | None = None
+        self._box: SecretBox | None = None
+        self._lock: ServingLock | None = None
+        self._resources: AsyncExitStack | None = None
+
+    # --- lifetime -----------------------------------------------------------------
+
+    async def open(self, *, exclusive: bool = False) -> None:
+        if self._db is None:
+            # A malformed key is refused before anything is connected.
+            box = None if self._secret_key is None else SecretBox(self._secret_key)
+            async with AsyncExitStack() as resources:
+                db = await resources.enter_async_context(Database.open(self.location, self._pool))
+                if exclusive:
+                    # Before migrating: a refused server changes nothing.
+                    await self._hold(resources)
+                key = await db.run(partial(_prepare, display=self.display, keyed=box is not None))
+                if box is None:
+                    assert key is not None
+                    box = SecretBox(key)
+                self._db, self._box, self._resources = db, box, resources.pop_all()
+        elif exclusive and self._lock is None:
+            assert self._resources is not None
+            await self._hold(self._resources)
+
+    async def _hold(self, resources: AsyncExitStack) -> None:
+        lock = ServingLock(self.location, self._pool)
+        await lock.acquire()
+        resources.callback(self._let_go, lock)
+        self._lock = lock
+
+    def _let_go(self, lock: ServingLock) -> None:
+        lock.release()
+        self._lock = None
+
+    async def aclose(self) -> None:
+        resources, self._resources = self._resources, None
+        self._db = self._box = None
+        if resources is not None:
+            await resources.aclose()
+
+    async def _run(self, work: Callable[[Connection], T]) -> T:
+        if self._db is None:
+            raise RuntimeError(f"the store for {self.display} is not open: await open() first")
+        return await self._db.run(work)
+
+    async def _fetchall(self, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        return await self._run(lambda conn: conn.execute(query, params).fetchall())
+
+    async def _fetchone(self, query: str, params: Any = ()) -> tuple[Any, ...] | None:
+        return await self._run(lambda conn: conn.execute(query, params).fetchone())
+
+    async def _execute(self, query: str, params: Any = ()) -> int:
+        return await self._run(lambda conn: conn.execute(query, params).rowcount)
+
+    @property
+    def _secrets(self) -> SecretBox:
+        if self._box is None:
+            raise RuntimeError(f"the store for {self.display} is not open: await open() first")
+        return self._box
+
+    # --- tasks and their log ------------------------------------------------------------
+
+    async def record(self, round: Round) -> list[ShareOutcome]:
+        if not round.shares:
+            return []
+        try:
+            return await self._run(partial(write_round, round=round, box=self._secrets))
+        except RefusedShare as refused:  # rolled back: nothing of the round is stored
+            return [ShareOutcome(error=refused.error)]
+
+    async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
+        if _unstorable(agent, task_id):
+            return None
+        row = await self._fetchone(
+            "SELECT owner, snapshot::text, last_seq, context_id, state FROM tasks"
+            " WHERE agent = %s AND id = %s",
+            (agent, task_id),
+        )
+        if row is None or (owner is not None and row[0] != owner):
+            return None
+        task = read_snapshot(task_id, row[3], row[4], row[1])
+        return StoredTask(agent, row[0], task, int(row[2]))
+
+    async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
+        if _unstorable(agent, task_id):
+            return []
+        rows = await self._fetchall(
+            "SELECT seq, kind, payload::text FROM task_events WHERE agent = %s AND task_id = %s"
+            " AND seq > %s AND kind = ANY(%s::text[]) ORDER BY seq",
+            (agent, task_id, seq, list(STREAMED_KINDS)),
+        )
+        return [LoggedEvent(int(r[0]), r[1], r[2]) for r in rows]
+
+    async def list_tasks(
+        self,
+        agent: str,
+        owner: str,
+        *,
+        context_id: str | None = None,
+        state: TaskState | None = None,
+        updated_after: datetime | None = None,
+        page_size: int = 50,
+        page_token: str | None = None,
+    ) -> TaskPage:
+        cursor = None
+        if page_token:
+            updated, last_id = decode_page_token(page_token)
+            cursor = (page_time(updated), last_id)
+        if _unstorable(agent, owner, context_id or ""):
+            return TaskPage([], "", 0)
+        where = ["agent = %s", "owner = %s"]
+        args: list[object] = [agent, owner]
+        if context_id:
+            where.append("context_id = %s")
+            args.append(context_id)
+        if state is not None and state is not TaskState.UNSPECIFIED:
+            where.append("state = %s")
+            args.append(state.value)
+        if updated_after is not None:
+            where.append("updated_at >= %s")
+            args.append(utc(updated_after))
+        filters = " AND ".join(where)
+        page_where, page_args = filters, list(args)
+        if cursor is not None:
+            page_where += " AND (updated_at, id) < (%s, %s)"
+            page_args += [cursor[0], cursor[1]]
+
+        def read(conn: Connection) -> tuple[int, list[tuple[Any, ...]]]:
+            count = conn.execute(f"SELECT count(*) FROM tasks WHERE {filters}", args).fetchone()
+            rows = conn.execute(
+                "SELECT id, updated_at, snapshot::text, context_id, state FROM tasks"
+                f" WHERE {page_where} ORDER BY updated_at DESC, id DESC LIMIT %s",
+                [*page_args, page_size + 1],
+            ).fetchall()
+            return (int(count[0]) if count else 0), rows
+
+        total, rows = await self._run(read)
+        next_token = ""
+        if len(rows) > page_size:
+            rows = rows[:page_size]
+            next_token = encode_page_token(order_key(rows[-1][1]), rows[-1][0])
+        tasks = [read_snapshot(row[0], row[3], row[4], row[2]) for row in rows]
+        return TaskPage(tasks, next_token, total)
+
+    async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
+        query = (
+            "SELECT agent, owner, snapshot::text, last_seq, id, context_id, state FROM tasks"
+            " WHERE state = ANY(%s)"
+        )
+        args: list[object] = [_UNFINISHED_STATES]
+        if agent is not None:
+            query += " AND agent = %s"
+            args.append(agent)
+        rows = await self._fetchall(query + " ORDER BY updated_at, agent, id", args)
+        return [
+            StoredTask(r[0], r[1], read_snapshot(r[4], r[5], r[6], r[2]), int(r[3])) for r in rows
+        ]
+
+    async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
+        cutoff = utc(older_than)
+        query = _PRUNE_COUNT if dry_run else _PRUNE
+        row = await self._fetchone(query, {"cutoff": cutoff, "finals": _FINAL_STATES})
+        assert row is not None
+        return dict(zip(_PRUNED, (int(count) for count in row), strict=True))
+
+    # --- message receipts (retries, spec 3.3.1) ----------------------------------------
+
+    async def remembered_messages(self, agent: str, since: datetime) -> list[tuple[str, str]]:
+        rows = await self._fetchall(
+            "SELECT owner, message_id FROM message_receipts WHERE agent = %s AND created_at >= %s",
+            (agent, utc(since)),
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    async def find_message(
+        self, agent: str, owner: str, message_id: str, digest: str, since: datetime
+    ) -> Receipt | None:
+        if _unstorable(agent, owner, message_id, digest):
+            return None
+        row = await self._fetchone(
+            "SELECT task_id, seq, answer FROM message_receipts WHERE agent = %s AND owner = %s"
+            " AND message_id = %s AND digest = %s AND created_at >= %s",
+            (agent, owner, message_id, digest, utc(since)),
+        )
+        return None if row is None else Receipt(row[0], int(row[1]), row[2])
+
+    async def forget_message(self, agent: str, owner: str, message_id: str, digest: str) -> None:
+        if _unstorable(agent, owner, message_id, digest):
+            return
+        await self._execute(
+            "DELETE FROM message_receipts WHERE agent = %s AND owner = %s AND message_id = %s"
+            " AND digest = %s",
+            (agent, owner, message_id, digest),
+        )
+
+    # --- push notification configs ---------------------------------------------------
+
+    async def save_push_config(
+        self,
+        agent: str,
+        owner: str,
+        config: TaskPushNotificationConfig,
+        *,
+        protocol: str = PROTOCOL_VERSION,
+    ) -> None:
+        assert config.id and config.task_id
+        box = self._secrets
+        await self._run(lambda conn: insert_push_config(conn, agent, owner, config, protocol, box))
+
+    async def get_push_config(
+        self, agent: str, task_id: str, config_id: str, *, owner: str | None
+    ) -> TaskPushNotificationConfig | None:
+        if _unstorable(agent, task_id, config_id):
+            return None
+        row = await self._fetchone(
+            f"SELECT {_CONFIG_COLUMNS} FROM push_configs WHERE agent = %s AND task_id = %s"
+            " AND id = %s",
+            (agent, task_id, config_id),
+        )
+        if row is None or (owner is not None and row[2] != owner):
+            return None
+        return self._push_config(row)
+
+    async def list_push_configs(
+        self, agent: str, task_id: str, *, owner: str | None
+    ) -> list[TaskPushNotificationConfig]:
+        if _unstorable(agent, task_id, owner or ""):
+            return []
+        query = f"SELECT {_CONFIG_COLUMNS} FROM push_configs WHERE agent = %s AND task_id = %s"
+        args: list[object] = [agent, task_id]
+        if owner is not None:
+            query += " AND owner = %s"
+            args.append(owner)
+        rows = await self._fetchall(query + " ORDER BY created_at, id", args)
+        return [self._push_config(row) for row in rows]
+
+    async def delete_push_config(
+        self, agent: str, task_id: str, config_id: str, *, owner: str
+    ) -> bool:
+        if _unstorable(agent, task_id, config_id, owner):
+            return False
+        deleted = await self._execute(
+            "DELETE FROM push_configs WHERE agent = %s AND task_id = %s AND id = %s AND owner = %s",
+            (agent, task_id, config_id, owner),
+        )
+        return deleted > 0
+
+    def _push_config(self, row: tuple[Any, ...]) -> TaskPushNotificationConfig:
+        task_id, config_id, _owner, url, token, scheme, credentials = row
+        # Checked when saved; read back as stored (an older version's row included).
+        authentication = None
+        if scheme:
+            authentication = AuthenticationInfo.model_construct(
+                scheme=scheme, credentials=self._secrets.open(credentials)
+            )
+        return TaskPushNotificationConfig.model_construct(
+            id=config_id,
+            task_id=task_id,
+            url=url,
+            token=self._secrets.open(token),
+            authentication=authentication,
+        )
+
+    # --- push outbox --------------------------------------------------------------------
+
+    async def pending_lanes(
+        self, agent: str | None = None, task_id: str | None = None
+    ) -> list[Lane]:
+        query = "SELECT DISTINCT agent, task_id, config_id FROM push_outbox WHERE state = 'pending'"
+        args: list[object] = []
+        if agent is not None:
+            query += " AND agent = %s"
+            args.append(agent)
+        if task_id is not None:
+            query += " AND task_id = %s"
+            args.append(task_id)
+        rows = await self._fetchall(query + " ORDER BY agent, task_id, config_id", args)
+        return [Lane(*row) for row in rows]
+
+    async def next_notification(self, lane: Lane) -> Notification | None:
+        row = await self._fetchone(
+            "SELECT id, notification_id, seq, payload::text, attempts, next_attempt_at"
+            " FROM push_outbox WHERE state = 'pending' AND agent = %s AND task_id = %s"
+            " AND config_id = %s ORDER BY id LIMIT 1",
+            (lane.agent, lane.task_id, lane.config_id),
+        )
+        if row is None:
+            return None
+        return Notification(
+            lane, int(row[0]), row[1], int(row[2]), row[3], int(row[4]), float(row[5])
+        )
+
+    async def record_attempt(
+        self,
+        notification: Notification,
+        *,
+        outcome: Literal["delivered", "retry", "failed"],
+        status: int | None,
+        error: str | None,
+        duration_ms: float,
+        next_attempt_at: float = 0.0,
+    ) -> None:
+        attempt = notification.attempts + 1
+        state = "pending" if outcome == "retry" else outcome
+
+        def work(conn: Connection) -> None:
+            conn.execute(
+                "INSERT INTO push_attempts (outbox_id, attempt, at, status, error, duration_ms)"
+                " VALUES (%s, %s, now(), %s, %s, %s)",
+                (notification.id, attempt, status, error, duration_ms),
+            )
+            conn.execute(
+                "UPDATE push_outbox SET state = %s, attempts = %s, next_attempt_at = %s,"
+                " last_error = %s, updated_at = now() WHERE id = %s",
+                (state, attempt, next_attempt_at, error, notification.id),
+            )
+
+        await self._run(work)
+
+    async def abandon_notification(self, notification: Notification, reason: str) -> None:
+        await self._execute(
+            "UPDATE push_outbox SET state = 'failed', last_error = %s, updated_at = now()"
+            " WHERE id = %s",
+            (reason, notification.id),
+        )
+
+    async def requeue_notification(self, outbox_id: int) -> bool:
+        requeued = await self._execute(
+            "UPDATE push_outbox SET state = 'pending', next_attempt_at = 0, updated_at = now()"
+            " WHERE id = %s AND state = 'failed'",
+            (outbox_id,),
+        )
+        return requeued > 0
+
+    async def deliveries(
+        self, agent: str | None = None, task_id: str | None = None
+    ) -> list[Delivery]:
+        query = (
+            "SELECT id, notification_id, agent, task_id, config_id, seq, state, attempts,"
+            " last_error, created_at FROM push_outbox"
+        )
+        where, args = [], []
+        if agent is not None:
+            where.append("agent = %s")
+            args.append(agent)
+        if task_id is not None:
+            where.append("task_id = %s")
+            args.append(task_id)
+        if where:
+            query += " WHERE " + " AND ".join(where)
+
+        def read(conn: Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+            rows = conn.execute(query + " ORDER BY id", args).fetchall()
+            attempts = conn.execute(
+                "SELECT outbox_id, attempt, at, status, error, duration_ms FROM push_attempts"
+                " WHERE outbox_id = ANY(%s::bigint[]) ORDER BY outbox_id, attempt",
+                ([row[0] for row in rows],),
+            ).fetchall()
+            return rows, attempts
+
+        rows, attempt_rows = await self._run(read)
+        attempts: dict[int, list[Attempt]] = {}
+        for outbox_id, number, at, status, error, duration in attempt_rows:
+            attempts.setdefault(outbox_id, []).append(
+                Attempt(number, order_key(at), status, error, duration)
+            )
+        return [
+            Delivery(
+                id=row[0],
+                notification_id=row[1],
+                agent=row[2],
+                task_id=row[3],
+                config_id=row[4],
+                seq=row[5],
+                state=row[6],
+                attempts_made=row[7],
+                last_error=row[8],
+                created_at=order_key(row[9]),
+                attempts=attempts.get(row[0], []),
+            )
+            for row in rows
+        ]
+
+
+def _prepare(conn: Connection, *, display: str, keyed: bool) -> bytes | None:
+    """At open: migrate, and without a configured key, fetch the development key."""
+    migrate(conn)
+    return None if keyed else development_key(conn, display)
+
+
+def _unstorable(*keys: str) -> bool:
+    """Whether a key holds U+0000, which no PostgreSQL text can: it names nothing stored.
+
+    The protocol accepts it in ids; SQLite looks such a key up and finds
+    nothing, and so does this store, without asking the database (which
+    would refuse the parameter).
+    """
+    return any("\0" in key for key in keys)
+
+
+_CONFIG_COLUMNS = "task_id, id, owner, url, token, auth_scheme, auth_credentials"
+
+#: What prune counts, in the order its queries return them.
+_PRUNED = ("tasks", "events", "push_configs", "notifications", "attempts", "receipts")
+
+_DOOMED = "SELECT agent, id FROM tasks WHERE updated_at < %(cutoff)s AND state = ANY(%(finals)s)"
+
+_PRUNE_COUNT = f"""
+    WITH doomed AS ({_DOOMED}),
+    outbox AS (SELECT id FROM push_outbox WHERE (agent, task_id) IN (SELECT * FROM doomed))
+    SELECT
+        (SELECT count(*) FROM doomed),
+        (SELECT count(*) FROM task_events WHERE (agent, task_id) IN (SELECT * FROM doomed)),
+        (SELECT count(*) FROM push_configs WHERE (agent, task_id) IN (SELECT * FROM doomed)),
+        (SELECT count(*) FROM outbox),
+        (SELECT count(*) FROM push_attempts WHERE outbox_id IN (SELECT id FROM outbox)),
+        (SELECT count(*) FROM message_receipts WHERE created_at < %(cutoff)s)
+"""
+
+# One statement, one snapshot: the counts are exactly the rows deleted.
+_PRUNE = """
+    WITH doomed AS (
+        DELETE FROM tasks WHERE updated_at < %(cutoff)s AND state = ANY(%(finals)s)
+        RETURNING agent, id
+    ),
+    events AS (
+        DELETE FROM task_events WHERE (agent, task_id) IN (SELECT * FROM doomed) RETURNING 1
+    ),
+    configs AS (
+        DELETE FROM push_configs WHERE (agent, task_id) IN (SELECT * FROM doomed) RETURNING 1
+    ),
+    outbox AS (
+        DELETE FROM push_outbox WHERE (agent, task_id) IN (SELECT * FROM doomed) RETURNING id
+    ),
+    attempts AS (
+        DELETE FROM push_attempts WHERE outbox_id IN (SELECT id FROM outbox) RETURNING 1
+    ),
+    receipts AS (
+        DELETE FROM message_receipts WHERE created_at < %(cutoff)s RETURNING 1
+    )
+    SELECT
+        (SELECT count(*) FROM doomed),
+        (SELECT count(*) FROM events),
+        (SELECT count(*) FROM configs),
+        (SELECT count(*) FROM outbox),
+        (SELECT count(*) FROM attempts),
+        (SELECT count(*) FROM receipts)
+"""
