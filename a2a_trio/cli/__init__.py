@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from ..conformance import PROFILES
+from ..store.url import DatabaseURLError
 from .commands import card, deliveries, make_executor, prune, serve
 from .remote import cancel, discover, get, list_tasks, send, subscribe
 from .tck import LEVELS, TRANSPORTS, KitError, exit_status, run_kit, summarise
@@ -71,8 +72,19 @@ def _split(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
     show_default=True,
     help="Where each profile's kit reports are kept.",
 )
+@click.option(
+    "--database",
+    metavar="URL",
+    help="Serve on this database (e.g. postgresql://...) instead of a fresh SQLite file"
+    " per profile; its rows are kept.",
+)
 def tck(
-    tck_dir: Path, level: str | None, transport: list[str], profile: list[str], reports: Path
+    tck_dir: Path,
+    level: str | None,
+    transport: list[str],
+    profile: list[str],
+    reports: Path,
+    database: str | None,
 ) -> None:
     """Run the official A2A conformance kit against the conformance agent.
 
@@ -90,8 +102,9 @@ def tck(
             profiles=profile,
             reports_dir=reports.resolve(),
             echo=click.echo,
+            database=database,
         )
-    except KitError as error:
+    except (KitError, DatabaseURLError) as error:
         raise click.UsageError(str(error)) from None
     counts, names = summarise(runs)
     click.echo("\n== conformance summary (requirements, all profiles) ==")

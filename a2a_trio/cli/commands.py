@@ -317,6 +317,7 @@ def serve(bind: str, config_path: Path | None) -> None:
         except (DatabaseInUseError, DatabaseUnavailable) as error:
             click.echo(f"error: {error}", err=True)
             raise SystemExit(1) from None
+        click.echo(f"serving {', '.join(app.mounts)} on http://{bind}")
         first = trio.Event()
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
@@ -331,7 +332,6 @@ def serve(bind: str, config_path: Path | None) -> None:
                 await serve_app(app, config, shutdown_trigger=first.wait)
                 nursery.cancel_scope.cancel()
 
-    click.echo(f"serving {', '.join(app.mounts)} on http://{bind}")
     trio.run(serve_until_signalled)
     click.echo("stopped")
 

@@ -25,6 +25,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from ..conformance import PROFILES, Profile, conformance_app
+from ..store.url import DatabaseLocation, SqliteLocation, parse_database_url
 
 __all__ = ["KitError", "ProfileRun", "exit_status", "run_kit", "summarise"]
 
@@ -124,7 +125,10 @@ def keep_reports(source: Path, before: dict[Path, int], kept: Path) -> None:
 
 
 async def _serve_and_run(
-    profile: str, command_for: Callable[[str], list[str]], tck_dir: Path, database: Path
+    profile: str,
+    command_for: Callable[[str], list[str]],
+    tck_dir: Path,
+    database: DatabaseLocation,
 ) -> int:
     app = conformance_app(database, cast(Profile, profile))
     config = Config()
@@ -152,8 +156,14 @@ def run_kit(
     profiles: list[str],
     reports_dir: Path,
     echo: Any = print,
+    database: str | None = None,
 ) -> list[ProfileRun]:
-    """Run the kit once per profile; keep each run's reports under ``reports_dir``."""
+    """Run the kit once per profile; keep each run's reports under ``reports_dir``.
+
+    Each profile is served on a fresh SQLite file, or on ``database`` (a path
+    or URL, ``--database``) when given.
+    """
+    location = parse_database_url(database, key="--database") if database else None
     check_kit(tck_dir)
     python = kit_python(tck_dir, echo)
     runs = []
@@ -182,9 +192,8 @@ def run_kit(
         source = tck_dir / "reports"
         before = report_stamps(source)
         with tempfile.TemporaryDirectory() as scratch:
-            exit_code = trio.run(
-                _serve_and_run, profile, command, tck_dir, Path(scratch) / "tck.db"
-            )
+            served = location or SqliteLocation(Path(scratch) / "tck.db")
+            exit_code = trio.run(_serve_and_run, profile, command, tck_dir, served)
         kept = reports_dir / profile
         keep_reports(source, before, kept)
         requirements = {}

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("a2a_trio.runtime")
 
+#: The status message of a task ended by a host failure (its events could not be stored).
+STORE_FAILED = "The server failed while running this task."
+
 #: Who sent a message, and its messageId (whether the content is the same
 #: is asked only of messages that share these).
 RetryKey = tuple[str, str]
@@ -173,6 +176,8 @@ class Executions:
         retries: Retries,
         inbox: trio.MemorySendChannel[Entry],
         spawn: Callable[..., None],
+        spawn_anyway: Callable[..., None],
+        stopping: trio.Event,
     ) -> None:
         self.name = name
         self.executor = executor
@@ -184,6 +189,10 @@ class Executions:
         self._inbox = inbox
         #: Starts host work; refused while the host shuts down.
         self._spawn = spawn
+        #: Starts host work that finishes what is under way, even then.
+        self._spawn_anyway = spawn_anyway
+        #: Set when the host begins to shut down.
+        self._stopping = stopping
         #: The executions running now (cancels excepted).
         self.running: set[Execution] = set()
 
@@ -218,11 +227,10 @@ class Executions:
             log.exception("host failure while running task %s", live.task_id)
             try:
                 # Creates the task first if need be: the client then gets it, FAILED.
-                await self._recorder.end_if_open(
-                    live, TaskState.FAILED, "The server failed while running this task."
-                )
-            except Exception:  # the store itself is failing: the next start ends the task
+                await self._recorder.end_if_open(live, TaskState.FAILED, STORE_FAILED)
+            except Exception:  # the store itself is failing: end the task once it is back
                 log.exception("could not record the failure of task %s", live.task_id)
+                self._spawn_anyway(self._end_when_possible, live.task_id)
             if not execution.first.is_set():
                 execution.error = InternalError()
         finally:
@@ -237,6 +245,50 @@ class Executions:
             execution.done.set()
             self.running.discard(execution)
             live.feed.notify()
+            self._live.release(live)
+
+    async def _end_when_possible(self, task_id: str) -> None:
+        """End FAILED a task whose failure could not be stored, once the store is back.
+
+        Tries again with a growing pause until it is stored, or until the
+        host shuts down (one last try then): a database restart must not
+        leave the task WORKING with nothing running it. What is still open
+        then, the next start's recovery ends.
+        """
+        pause = 0.25
+        while True:
+            stopping = self._stopping.is_set()
+            with trio.move_on_after(pause):
+                await self._stopping.wait()
+            try:
+                await self._end_stored(task_id)
+            except Exception as error:
+                log.warning(
+                    "agent %s: task %s still cannot be ended: %s", self.name, task_id, error
+                )
+            else:
+                return
+            if stopping:
+                return
+            pause = min(pause * 2, 10.0)
+
+    async def _end_stored(self, task_id: str) -> None:
+        stored = await self.store.get_task(self.name, task_id, owner=None)
+        if stored is None or stored.state.is_final:
+            return
+        live = self._live.acquire(task_id, stored)
+        try:
+            async with live.lock:  # no continuation runs on it meanwhile
+                stored = await self.store.get_task(self.name, task_id, owner=None)
+                if stored is None or stored.state.is_final:
+                    return
+                live.feed.reset(stored.task, stored.last_seq)
+                await self._recorder.end(live, TaskState.FAILED, STORE_FAILED)
+                await self._recorder.publish(live)
+            log.warning(
+                "agent %s: task %s ended FAILED once the store was back", self.name, task_id
+            )
+        finally:
             self._live.release(live)
 
     async def _resume(self, live: LiveTask, execution: Execution) -> bool:

@@ -112,6 +112,8 @@ class AgentHost:
             retries=self._retries,
             inbox=inbox_send,
             spawn=self._spawn,
+            spawn_anyway=self._spawn_anyway,
+            stopping=self._stop,
         )
 
     # --- lifetime -------------------------------------------------------------

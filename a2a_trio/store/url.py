@@ -39,6 +39,8 @@ class PostgresLocation:
     password: str | None = field(default=None, repr=False)
     # libpq parameters from the query string (sslmode=require, ...), passed through.
     options: tuple[tuple[str, str], ...] = ()
+    #: The setting it came from (``storage.url``, ``A2A_TRIO_DATABASE``), for messages.
+    key: str = field(default="storage.url", compare=False)
 
     @property
     def display(self) -> str:
@@ -120,6 +122,7 @@ def _parse_postgres(value: str, key: str) -> PostgresLocation:
         user=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password is not None else None,
         options=options,
+        key=key,
     )
 
 

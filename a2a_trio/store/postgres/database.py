@@ -192,7 +192,7 @@ def connect(location: PostgresLocation, settings: PoolSettings) -> Connection:
         # libpq's message names host and port but never the password; ours adds the key.
         reason = str(error).strip().replace(location.password or "\0", "***")
         raise DatabaseUnavailable(
-            f"cannot connect to PostgreSQL at {location.display}: {reason}"
+            f"{location.key}: cannot connect to PostgreSQL at {location.display}: {reason}"
         ) from None
     return conn
 
