@@ -92,6 +92,7 @@ class LimitsSection(_Section):
 
     json_depth: int = Field(default=32, ge=1, le=DEPTH_CEILING)
     json_items: int = Field(default=100_000, ge=1)
+    id_bytes: int = Field(default=1_024, ge=36, le=2_048)
     parts: int = Field(default=1_000, ge=1)
     artifacts: int = Field(default=1_000, ge=1)
 

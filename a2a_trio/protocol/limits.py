@@ -24,6 +24,7 @@ from pydantic import ValidationInfo
 __all__ = [
     "DEPTH_CEILING",
     "Limits",
+    "bounded_id",
     "bounded_json",
     "bounded_parts",
     "lone_surrogate_path",
@@ -49,11 +50,14 @@ class Limits:
     parts: int = 1_000
     #: Most artifacts one task holds.
     artifacts: int = 1_000
+    #: Longest identifier a client may send (messageId, taskId, contextId, a
+    #: push config id), in bytes of UTF-8: PostgreSQL indexes hold about 2.7 kB.
+    id_bytes: int = 1_024
 
     def __post_init__(self) -> None:
         if not 1 <= self.json_depth <= DEPTH_CEILING:
             raise ValueError(f"json_depth must be between 1 and {DEPTH_CEILING}")
-        for name in ("json_items", "parts", "artifacts"):
+        for name in ("json_items", "parts", "artifacts", "id_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
 
@@ -106,6 +110,24 @@ def bounded_parts(value: Any, info: ValidationInfo) -> Any:
         # Checked before any part is validated: a body of 600,000 parts costs
         # one length check, not 600,000 validations.
         raise ValueError(f"{len(value)} parts exceed the limit of {limits.parts}")
+    return value
+
+
+def bounded_id(value: str | None, info: ValidationInfo) -> str | None:
+    """Validator of an identifier a client sends: one every backend can store and index.
+
+    Refuses U+0000 (PostgreSQL text cannot hold it) and ids longer than
+    ``Limits.id_bytes``. Only where limits apply (requests); what an
+    executor or the store builds is taken as it is.
+    """
+    limits = _limits(info)
+    if value is None or limits is None:
+        return value
+    if "\x00" in value:
+        raise ValueError("must not contain U+0000")
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > limits.id_bytes:
+        raise ValueError(f"{size} bytes exceed the limit of {limits.id_bytes} for an identifier")
     return value
 
 

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from ._base import Base64Bytes, ProtoEnum, ProtoModel, Timestamp, oneof_count
-from .limits import bounded_json, bounded_parts
+from .limits import bounded_id, bounded_json, bounded_parts
 
 __all__ = [
     "APIKeySecurityScheme",
@@ -73,6 +73,9 @@ __all__ = [
 
 #: A google.protobuf.Struct: free-form JSON, bounded (see limits.py).
 Struct = Annotated[dict[str, Any], BeforeValidator(bounded_json)]
+#: An identifier a client sends (see limits.bounded_id).
+Id = Annotated[str, Field(min_length=1), AfterValidator(bounded_id)]
+OptionalId = Annotated[str | None, AfterValidator(bounded_id)]
 #: A google.protobuf.Value (a data part's content), bounded the same way.
 JsonValue = Annotated[Any, BeforeValidator(bounded_json)]
 #: The parts of a message or an artifact: counted before any is validated.
@@ -175,9 +178,9 @@ class Part(ProtoModel):
 class Message(ProtoModel):
     """One unit of communication between client and agent."""
 
-    message_id: str = Field(min_length=1)
-    context_id: str | None = None
-    task_id: str | None = None
+    message_id: Id
+    context_id: OptionalId = None
+    task_id: OptionalId = None
     role: RoleField
     parts: Parts
     metadata: Struct | None = None
@@ -252,8 +255,8 @@ class AuthenticationInfo(ProtoModel):
 
 class TaskPushNotificationConfig(ProtoModel):
     tenant: str | None = None
-    id: str | None = None
-    task_id: str | None = None
+    id: OptionalId = None
+    task_id: OptionalId = None
     url: str = Field(min_length=1)
     token: HeaderValue = None
     authentication: AuthenticationInfo | None = None
@@ -443,13 +446,13 @@ class SendMessageRequest(ProtoModel):
 
 class GetTaskRequest(ProtoModel):
     tenant: str | None = None
-    id: str = Field(min_length=1)
+    id: Id
     history_length: int | None = Field(default=None, ge=0)
 
 
 class ListTasksRequest(ProtoModel):
     tenant: str | None = None
-    context_id: str | None = None
+    context_id: OptionalId = None
     status: TaskStateField | None = None
     page_size: int | None = Field(default=None, ge=1, le=100)
     page_token: str | None = None
@@ -467,30 +470,30 @@ class ListTasksResponse(ProtoModel):
 
 class CancelTaskRequest(ProtoModel):
     tenant: str | None = None
-    id: str = Field(min_length=1)
+    id: Id
     metadata: Struct | None = None
 
 
 class SubscribeToTaskRequest(ProtoModel):
     tenant: str | None = None
-    id: str = Field(min_length=1)
+    id: Id
 
 
 class GetTaskPushNotificationConfigRequest(ProtoModel):
     tenant: str | None = None
-    task_id: str = Field(min_length=1)
-    id: str = Field(min_length=1)
+    task_id: Id
+    id: Id
 
 
 class DeleteTaskPushNotificationConfigRequest(ProtoModel):
     tenant: str | None = None
-    task_id: str = Field(min_length=1)
-    id: str = Field(min_length=1)
+    task_id: Id
+    id: Id
 
 
 class ListTaskPushNotificationConfigsRequest(ProtoModel):
     tenant: str | None = None
-    task_id: str = Field(min_length=1)
+    task_id: Id
     page_size: int | None = Field(default=None, ge=0)
     page_token: str | None = None
 
