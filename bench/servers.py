@@ -100,7 +100,7 @@ SERVERS: dict[str, ServerKind] = {
             store="postgres",
             description="a2a-sdk DefaultRequestHandler on uvicorn (uvloop, httptools), "
             "DatabaseTaskStore and DatabasePushNotificationConfigStore on PostgreSQL "
-            "(SQLAlchemy postgresql+asyncpg, default pool: 5 + 10 overflow)",
+            "(SQLAlchemy postgresql+asyncpg, a pool keeping up to 64 connections)",
         ),
         ServerKind(
             "reference-memory",
