@@ -7,11 +7,11 @@ directory, or a database created on the local PostgreSQL and dropped after --,
 runs the selected load cases against it -- the wrk cases, then ``push`` and
 ``push-slow`` -- stops it, and runs ``streams`` against another fresh process
 (so the memory baseline is not that of a server which just served thousands of
-requests). Servers are pinned to one
-core and the load generators (wrk, and this process for the Python cases) to
-another when ``taskset`` and two cores are available; when a PostgreSQL server
-is selected, PostgreSQL is pinned to the load generators' core for the run and
-restored after it (:meth:`bench.postgres.LocalPostgres.pinned`).
+requests). Servers are pinned to one core and the load generators (wrk, and
+this process for the Python cases) to another when ``taskset`` and two cores
+are available; when a PostgreSQL server is selected, PostgreSQL is pinned to
+the load generators' core for the run and restored after it
+(:meth:`bench.postgres.LocalPostgres.pinned`).
 
 A failing case is recorded with its reason and the run goes on; a server
 that died is restarted (on a fresh database) for the next case. The report
