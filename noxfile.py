@@ -62,7 +62,9 @@ def tck(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """a2a-trio against the a2a-sdk reference server: nox -s bench -- [--quick] [options].
 
-    Needs wrk on PATH (and taskset for pinning); see bench/README.md.
+    Needs wrk on PATH (and taskset for pinning) and, for the *-pg servers, a local
+    PostgreSQL (--pg-url); see bench/README.md.
     """
-    session.install("-e", ".[bench]")
+    # The reference on PostgreSQL: the SDK's SQLAlchemy stores on asyncpg.
+    session.install("-e", ".[bench]", "a2a-sdk[postgresql]>=1.3")
     session.run("python", "-m", "bench", *session.posargs)

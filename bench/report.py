@@ -14,10 +14,13 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["BASE_SERVER", "SUBJECT_SERVER", "render_markdown", "wrk_summary"]
+__all__ = ["RATIOS", "render_markdown", "wrk_summary"]
 
-SUBJECT_SERVER = "a2a-trio"
-BASE_SERVER = "reference"
+#: (subject, base): each pair run together gets a ratio column, on the same store.
+RATIOS: tuple[tuple[str, str], ...] = (
+    ("a2a-trio", "reference"),
+    ("a2a-trio-pg", "reference-pg"),
+)
 
 Result = dict[str, Any]
 
@@ -110,11 +113,15 @@ def _headline_label(case: Result) -> str:
     }[case["kind"]]
 
 
+def _pairs(servers: Sequence[str]) -> list[tuple[str, str]]:
+    """The ratio pairs whose two servers are both in this run."""
+    return [(subject, base) for subject, base in RATIOS if subject in servers and base in servers]
+
+
 def _summary(document: Result) -> list[str]:
     servers: list[str] = list(document["servers"])
-    header = ["case", "metric", *servers]
-    if SUBJECT_SERVER in servers and BASE_SERVER in servers:
-        header.append(f"{SUBJECT_SERVER} / {BASE_SERVER}")
+    pairs = _pairs(servers)
+    header = ["case", "metric", *servers, *(f"{subject} / {base}" for subject, base in pairs)]
     rows = []
     for case in document["cases"].values():
         if not case["results"]:
@@ -129,11 +136,11 @@ def _summary(document: Result) -> list[str]:
             values[server] = _headline(case, entry)
             value = values[server]
             row.append("FAILED" if value is None else _num(value))
-        if len(header) > len(row):
+        for subject, base in pairs:
             if case["kind"] == "push-slow":
                 row.append("—")  # a difference of near-zero numbers is no useful ratio
             else:
-                row.append(_ratio(values.get(SUBJECT_SERVER), values.get(BASE_SERVER)))
+                row.append(_ratio(values.get(subject), values.get(base)))
         rows.append(row)
     return _table(header, rows)
 
@@ -171,14 +178,16 @@ def _wrk_details(case: Result, servers: Sequence[str], runs: int) -> list[str]:
             sample = " ".join(summary["bad_sample"].split()).replace("`", "'")[:200]
             samples.append(f"- {server}, first bad response: `{sample}`")
     lines = _table(header, rows)
-    subject, base = summaries.get(SUBJECT_SERVER), summaries.get(BASE_SERVER)
-    if subject and base:
-        lines.append("")
-        lines.append(
-            f"{SUBJECT_SERVER} / {BASE_SERVER}: **{_ratio(subject['rps'][0], base['rps'][0])}** "
-            f"{unit}; p50 {_num(subject['p50_ms'][0])} vs {_num(base['p50_ms'][0])} ms, "
-            f"p99 {_num(subject['p99_ms'][0])} vs {_num(base['p99_ms'][0])} ms."
-        )
+    for subject_name, base_name in _pairs(servers):
+        subject, base = summaries.get(subject_name), summaries.get(base_name)
+        if subject and base:
+            lines.append("")
+            lines.append(
+                f"{subject_name} / {base_name}: "
+                f"**{_ratio(subject['rps'][0], base['rps'][0])}** "
+                f"{unit}; p50 {_num(subject['p50_ms'][0])} vs {_num(base['p50_ms'][0])} ms, "
+                f"p99 {_num(subject['p99_ms'][0])} vs {_num(base['p99_ms'][0])} ms."
+            )
     if samples:
         lines += ["", *samples]
     return lines

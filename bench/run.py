@@ -1,13 +1,17 @@
 """The benchmark driver: ``python -m bench [options]`` (or ``nox -s bench -- [options]``).
 
-For each selected server (a2a-trio, the a2a-sdk reference on SQLite, the
-reference in memory) it starts a fresh process on a fresh database in a
-temporary directory, runs the selected load cases against it -- the wrk
-cases, then ``push`` and ``push-slow`` -- stops it, and runs ``streams``
-against another fresh process (so the memory baseline is not that of a
-server which just served thousands of requests). Servers are pinned to one
-core and the load generators (wrk, and this process for the Python cases) to
-another when ``taskset`` and two cores are available.
+For each selected server (a2a-trio and the a2a-sdk reference on SQLite, the
+same two on PostgreSQL, the reference in memory, the bare HTTP floor) it
+starts a fresh process on a fresh database -- a SQLite file in a temporary
+directory, or a database created on the local PostgreSQL and dropped after --,
+runs the selected load cases against it -- the wrk cases, then ``push`` and
+``push-slow`` -- stops it, and runs ``streams`` against another fresh process
+(so the memory baseline is not that of a server which just served thousands of
+requests). Servers are pinned to one core and the load generators (wrk, and
+this process for the Python cases) to another when ``taskset`` and two cores
+are available; when a PostgreSQL server is selected, PostgreSQL is pinned to
+the load generators' core for the run and restored after it
+(:meth:`bench.postgres.LocalPostgres.pinned`).
 
 A failing case is recorded with its reason and the run goes on; a server
 that died is restarted (on a fresh database) for the next case. The report
@@ -38,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import REPO, RESULTS_DIR, raise_nofile_limit
+from .postgres import DEFAULT_PG_URL, LocalPostgres, PostgresError
 from .pycases import (
     PushCaseSettings,
     StreamSettings,
@@ -61,6 +66,8 @@ PACKAGES = (
     "sse-starlette",
     "sqlalchemy",
     "aiosqlite",
+    "asyncpg",
+    "psycopg",
 )
 
 
@@ -127,6 +134,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--push-tasks", type=int, help="tasks in the push case (default 500)")
     parser.add_argument("--slow-sends", type=int, help="sends each way in push-slow (default 10)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to cores")
+    parser.add_argument(
+        "--pg-url",
+        default=DEFAULT_PG_URL,
+        help="a superuser's URL of the local PostgreSQL the *-pg servers use: each server "
+        f"process gets a database created and dropped on it (default {DEFAULT_PG_URL})",
+    )
+    parser.add_argument(
+        "--no-pin-postgres",
+        action="store_true",
+        help="leave PostgreSQL's CPU affinity alone (by default it is pinned to the load "
+        "generators' core while the run lasts, and restored after)",
+    )
     parser.add_argument("--out", type=Path, help="also write the full JSON document here")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     return parser.parse_args(argv)
@@ -218,7 +237,7 @@ def _git_state() -> str:
     return commit + (" + uncommitted changes in a2a_trio/" if dirty else "")
 
 
-def collect_meta(settings: Settings) -> dict[str, str]:
+def collect_meta(settings: Settings, postgres: LocalPostgres | None) -> dict[str, str]:
     meta = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
@@ -239,6 +258,11 @@ def collect_meta(settings: Settings) -> dict[str, str]:
         )
     else:
         meta["pinning"] = "no (taskset or a second core unavailable, or --no-pin)"
+    if postgres is not None:
+        try:
+            meta.update(postgres.describe())
+        except PostgresError as error:
+            meta["postgresql"] = f"unavailable: {error}"
     return meta
 
 
@@ -282,10 +306,13 @@ def run_wrk_case(case: WrkCase, server: ServerProcess, settings: Settings) -> di
 class ServerSession:
     """One server process for a sequence of cases, restarted (fresh database) if it dies."""
 
-    def __init__(self, kind: ServerKind, workdir: Path, core: int | None) -> None:
+    def __init__(
+        self, kind: ServerKind, workdir: Path, core: int | None, postgres: LocalPostgres | None
+    ) -> None:
         self.kind = kind
         self.workdir = workdir
         self.core = core
+        self.postgres = postgres
         self.server: ServerProcess | None = None
         self.starts = 0
 
@@ -296,10 +323,9 @@ class ServerSession:
             log(f"  {self.kind.name} had exited ({self.server.process.returncode}); restarting")
             self.server.stop()
         self.starts += 1
-        tag = f"load{self.starts}"
-        database = self.workdir / f"{self.kind.name}-{tag}.db"
-        log_path = self.workdir / f"{self.kind.name}-{tag}.log"
-        self.server = start_server(self.kind, database, log_path, self.core)
+        self.server = start_server(
+            self.kind, self.workdir, f"load{self.starts}", self.core, self.postgres
+        )
         return self.server
 
     def close(self) -> None:
@@ -340,12 +366,13 @@ def run_server(
     settings: Settings,
     workdir: Path,
     record: Callable[[Case, str, dict[str, Any]], None],
+    postgres: LocalPostgres | None = None,
 ) -> None:
     """Every selected case against ``kind``; results go to ``record(case, server, entry)``."""
     if kind.wrk_only:
         cases = [case for case in cases if case.wrk is not None]
     load_cases = [case for case in cases if case.kind != "streams"]
-    session = ServerSession(kind, workdir, settings.server_core)
+    session = ServerSession(kind, workdir, settings.server_core, postgres)
     try:
         for case in load_cases:
             log(f"[{kind.name}] {case.name}")
@@ -367,7 +394,7 @@ def run_server(
             server = None
             try:
                 server = stack.enter_context(
-                    running_server(kind, workdir, "streams", settings.server_core)
+                    running_server(kind, workdir, "streams", settings.server_core, postgres)
                 )
                 entry = run_one(case, server, settings)
                 result = entry["result"]
@@ -395,6 +422,29 @@ def pinned_to(core: int | None) -> Iterator[None]:
         os.sched_setaffinity(0, previous)
 
 
+@contextlib.contextmanager
+def postgres_pinned(
+    postgres: LocalPostgres | None, core: int | None, meta: dict[str, str]
+) -> Iterator[None]:
+    """PostgreSQL on the load generators' core while inside; what was done goes to ``meta``.
+
+    A PostgreSQL that cannot be pinned (unreachable, not local, not ours to
+    change) is noted and the run goes on unpinned.
+    """
+    with contextlib.ExitStack() as stack:
+        if postgres is not None and core is None:
+            meta["postgresql pinning"] = "no (no pinning in this run, or --no-pin-postgres)"
+        elif postgres is not None and core is not None:
+            try:
+                pinned = stack.enter_context(postgres.pinned(core, log))
+            except (PostgresError, OSError) as error:
+                meta["postgresql pinning"] = f"no: {error}"
+                log(f"PostgreSQL not pinned: {error}")
+            else:
+                meta["postgresql pinning"] = f"yes: {pinned.describe()}"
+        yield
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.list:
@@ -407,9 +457,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     raise_nofile_limit()
     if any(case.wrk for case in cases) and shutil.which("wrk") is None:
         log("wrk is not installed: the wrk cases will fail")
+    postgres: LocalPostgres | None = None
+    if any(kind.store == "postgres" for kind in kinds):
+        try:
+            postgres = LocalPostgres(args.pg_url)
+        except PostgresError as error:
+            raise SystemExit(str(error)) from None
 
     document: dict[str, Any] = {
-        "meta": collect_meta(settings),
+        "meta": collect_meta(settings, postgres),
         "settings": dataclasses.asdict(settings),
         "servers": {kind.name: kind.description for kind in kinds},
         "cases": {
@@ -427,12 +483,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     def record(case: Case, server: str, entry: dict[str, Any]) -> None:
         document["cases"][case.name]["results"][server] = entry
 
+    postgres_core = None if args.no_pin_postgres else settings.client_core
     with (
         pinned_to(settings.client_core),
+        postgres_pinned(postgres, postgres_core, document["meta"]),
         tempfile.TemporaryDirectory(prefix="a2a-bench-") as tmp,
     ):
         for kind in kinds:
-            run_server(kind, cases, settings, Path(tmp), record)
+            run_server(kind, cases, settings, Path(tmp), record, postgres)
 
     markdown = render_markdown(document)
     print(markdown)

@@ -5,25 +5,33 @@ in a new session (so its whole process group can be killed), optionally
 pinned to one core with ``taskset``. ``taskset`` execs the command, so the
 child's PID is the server's PID and its ``/proc/PID/status`` is the server's
 memory. Whatever happens, :func:`running_server` kills the group on exit.
+
+Every start is on a fresh store: a new SQLite file in the run's temporary
+directory or, for the ``*-pg`` servers, a new database on the local PostgreSQL
+(:class:`~bench.postgres.LocalPostgres`), created before the process starts and
+dropped once it has stopped. A PostgreSQL server gets the database's URL as its
+argument and, for a2a-trio's own configuration, as ``A2A_TRIO_DATABASE``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 import httpx
 
 from .common import CARD_PATH, REPO, rss_kib
+from .postgres import LocalPostgres
 
 __all__ = [
     "SERVERS",
@@ -32,10 +40,15 @@ __all__ = [
     "ServerStartError",
     "free_port",
     "running_server",
+    "start_server",
 ]
 
 STARTUP_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
+#: a2a-trio reads its store's URL from here (``a2a_trio:app``, the CLI).
+DATABASE_ENV = "A2A_TRIO_DATABASE"
+
+StoreKind = Literal["sqlite", "postgres", "memory", "none"]
 
 
 class ServerStartError(RuntimeError):
@@ -48,14 +61,15 @@ class ServerKind:
 
     name: str
     module: str
-    #: True: the reference's in-memory stores (no database file is used).
-    memory: bool = False
+    #: Where it keeps tasks: a SQLite file, a PostgreSQL database, the reference's
+    #: in-memory stores, or nowhere (the floor's canned answers).
+    store: StoreKind = "sqlite"
     description: str = ""
     #: True: canned answers, no tasks behind them: only the wrk cases apply.
     wrk_only: bool = False
 
-    def command(self, port: int, database: Path) -> list[str]:
-        store = "--memory" if self.memory else str(database)
+    def command(self, port: int, database: str) -> list[str]:
+        store = "--memory" if self.store == "memory" else database
         return [sys.executable, "-m", self.module, str(port), store]
 
 
@@ -74,9 +88,24 @@ SERVERS: dict[str, ServerKind] = {
             "DatabaseTaskStore on SQLite (aiosqlite)",
         ),
         ServerKind(
+            "a2a-trio-pg",
+            "bench.trio_server",
+            store="postgres",
+            description="a2a-trio A2AApp on hypercorn.trio, PostgreSQL store "
+            "(a fresh database; PostgreSQL pinned to the load generator's core)",
+        ),
+        ServerKind(
+            "reference-pg",
+            "bench.reference_server",
+            store="postgres",
+            description="a2a-sdk DefaultRequestHandler on uvicorn (uvloop, httptools), "
+            "DatabaseTaskStore and DatabasePushNotificationConfigStore on PostgreSQL "
+            "(SQLAlchemy postgresql+asyncpg, a pool keeping up to 64 connections)",
+        ),
+        ServerKind(
             "reference-memory",
             "bench.reference_server",
-            memory=True,
+            store="memory",
             description="the same with InMemoryTaskStore (nothing persisted)",
         ),
         ServerKind(
@@ -85,6 +114,7 @@ SERVERS: dict[str, ServerKind] = {
             description="hypercorn's trio worker, configured as for a2a-trio, answering "
             "canned responses from a bare ASGI app: no A2A work, nothing stored "
             "(the HTTP layer's ceiling, for scale; wrk cases only)",
+            store="none",
             wrk_only=True,
         ),
     )
@@ -108,6 +138,8 @@ class ServerProcess:
     process: subprocess.Popen[bytes]
     log_path: Path
     _log: IO[bytes]
+    #: Run once the process is gone (drops its PostgreSQL database).
+    cleanup: Callable[[], None] | None = None
 
     @property
     def url(self) -> str:
@@ -165,28 +197,70 @@ class ServerProcess:
                 self.process.wait(STOP_TIMEOUT)
         finally:
             self._log.close()
+            cleanup, self.cleanup = self.cleanup, None
+            if cleanup is not None:
+                try:
+                    cleanup()
+                except Exception as error:  # a database left behind is no reason to stop
+                    print(f"cleanup after {self.kind.name} failed: {error}", file=sys.stderr)
 
 
 def start_server(
-    kind: ServerKind, database: Path, log_path: Path, core: int | None
+    kind: ServerKind,
+    workdir: Path,
+    tag: str,
+    core: int | None,
+    postgres: LocalPostgres | None = None,
 ) -> ServerProcess:
-    """Start ``kind`` on a free port (pinned to ``core`` if given) and wait for its card."""
+    """Start ``kind`` on a fresh store and a free port (pinned to ``core`` if given).
+
+    The store is ``workdir/<name>-<tag>.db`` or, for a PostgreSQL server, a new
+    database on ``postgres`` that is dropped when the server stops (or fails to
+    start). Returns once the card answers.
+    """
     port = free_port()
+    log_path = workdir / f"{kind.name}-{tag}.log"
+    env = dict(os.environ)
+    cleanup: Callable[[], None] | None = None
+    if kind.store == "postgres":
+        if postgres is None:
+            raise ServerStartError(f"{kind.name} needs PostgreSQL (see --pg-url)")
+        name = postgres.create_database()
+        database = postgres.url_for(name)
+        env[DATABASE_ENV] = database
+        cleanup = functools.partial(postgres.drop_database, name)
+    else:
+        database = str(workdir / f"{kind.name}-{tag}.db")
     command = kind.command(port, database)
     if core is not None:
         command = ["taskset", "-c", str(core), *command]
     log = log_path.open("ab")
-    process = subprocess.Popen(
-        command,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    server = ServerProcess(kind, port, process, log_path, log)
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        log.close()
+        if cleanup is not None:
+            cleanup()
+        raise
+    server = ServerProcess(kind, port, process, log_path, log, cleanup)
     try:
         server.wait_until_ready()
+        if kind.store == "postgres":
+            assert postgres is not None
+            # Both servers create their tables before serving: none means the
+            # server is not on this database, and its figures would not be PostgreSQL's.
+            if postgres.table_count(name) == 0:
+                raise ServerStartError(
+                    f"{kind.name} answers, but created no table in its database {name}"
+                )
     except BaseException:
         server.stop()
         raise
@@ -195,12 +269,14 @@ def start_server(
 
 @contextlib.contextmanager
 def running_server(
-    kind: ServerKind, workdir: Path, tag: str, core: int | None
+    kind: ServerKind,
+    workdir: Path,
+    tag: str,
+    core: int | None,
+    postgres: LocalPostgres | None = None,
 ) -> Iterator[ServerProcess]:
-    """A freshly started server on a fresh database ``workdir/<name>-<tag>.db``."""
-    database = workdir / f"{kind.name}-{tag}.db"
-    log_path = workdir / f"{kind.name}-{tag}.log"
-    server = start_server(kind, database, log_path, core)
+    """A freshly started server on a fresh store (see :func:`start_server`)."""
+    server = start_server(kind, workdir, tag, core, postgres)
     try:
         yield server
     finally:

@@ -1,10 +1,12 @@
-"""The a2a-trio side of the benchmark: ``python -m bench.trio_server PORT DB_PATH``.
+"""The a2a-trio side of the benchmark: ``python -m bench.trio_server PORT DATABASE``.
 
-One process, one trio run: an :class:`a2a_trio.A2AApp` on ``DB_PATH`` (SQLite,
-the durable store a2a-trio always uses) with the bench agent mounted at the
-root, served by ``hypercorn.trio.serve`` on 127.0.0.1:PORT. Webhooks to
-127.0.0.1 are allowed (the harness's receiver lives there); nothing else about
-the server is tuned. The harness pins this process to one core.
+One process, one trio run: an :class:`a2a_trio.A2AApp` on ``DATABASE`` -- a
+SQLite file's path, or a PostgreSQL URL (``postgresql://user@127.0.0.1/db``,
+read as ``A2A_TRIO_DATABASE`` would be, with the store's default pool) -- with
+the bench agent mounted at the root, served by ``hypercorn.trio.serve`` on
+127.0.0.1:PORT. Webhooks to 127.0.0.1 are allowed (the harness's receiver lives
+there); nothing else about the server is tuned. The harness pins this process
+to one core.
 """
 
 from __future__ import annotations
@@ -91,16 +93,28 @@ def build_app(database: str) -> A2AApp:
     return app
 
 
+def is_postgres_url(database: str) -> bool:
+    return database.split("://", 1)[0] in ("postgresql", "postgres") and "://" in database
+
+
 def main(argv: list[str]) -> None:
     if len(argv) != 2:
-        raise SystemExit("usage: python -m bench.trio_server PORT DB_PATH")
+        raise SystemExit("usage: python -m bench.trio_server PORT (DB_PATH | postgresql://...)")
     port, database = int(argv[0]), argv[1]
     raise_nofile_limit()
+    app = build_app(database)
+    store = type(app.store)
+    if is_postgres_url(database) and "postgres" not in store.__module__.lower():
+        # An a2a-trio without the PostgreSQL store would take the URL for a file name.
+        raise SystemExit(
+            "this a2a-trio has no PostgreSQL store: A2AApp(database=<URL>) made "
+            f"{store.__module__}.{store.__qualname__}"
+        )
     config = Config()
     config.bind = [f"127.0.0.1:{port}"]
     config.backlog = 4096  # the streams case opens connections in bursts of hundreds
     config.accesslog = None
-    trio.run(serve, build_app(database), config)
+    trio.run(serve, app, config)
 
 
 if __name__ == "__main__":
