@@ -66,5 +66,5 @@ def bench(session: nox.Session) -> None:
     PostgreSQL (--pg-url); see bench/README.md.
     """
     # The reference on PostgreSQL: the SDK's SQLAlchemy stores on asyncpg.
-    session.install("-e", ".[bench]", "a2a-sdk[postgresql]>=1.3")
+    session.install("-e", ".[bench]")
     session.run("python", "-m", "bench", *session.posargs)
