@@ -14,6 +14,7 @@ rolled-back transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -25,6 +26,8 @@ from ..rounds import Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
 from ..secrets import SecretBox
 from .database import Connection
 from .times import utc
+
+Cursor = psycopg.Cursor[tuple[Any, ...]]
 
 __all__ = ["RefusedShare", "insert_push_config", "write_round"]
 
@@ -79,6 +82,15 @@ def write_round(conn: Connection, round: Round, box: SecretBox) -> list[ShareOut
             if not _of_the_share(error):
                 raise
             raise RefusedShare(_stale_if_forked(error, share)) from None
+    try:
+        # Usually every share can be stored: all of them at once, one savepoint
+        # for the lot rather than one each (two round trips a share).
+        with conn.transaction():
+            return _write_together(conn, round, box)
+    except Exception as error:
+        if not _of_the_share(error):
+            raise
+    # One could not: each share on its own savepoint, so that the others commit.
     outcomes: list[ShareOutcome] = []
     for share in round.shares:
         try:
@@ -90,6 +102,28 @@ def write_round(conn: Connection, round: Round, box: SecretBox) -> list[ShareOut
             outcomes.append(ShareOutcome(error=_stale_if_forked(error, share)))
         else:
             outcomes.append(ShareOutcome(queued))
+    return outcomes
+
+
+def _write_together(conn: Connection, round: Round, box: SecretBox) -> list[ShareOutcome]:
+    """Every share of the round, their statements pipelined: one round trip for all.
+
+    Raises what the first share that cannot be stored raised (the caller
+    then writes the shares one by one). Webhook rows are queued after, for
+    the tasks that have configs.
+    """
+    if any(len(share.events) > _ROWS_PER_STATEMENT for share in round.shares):
+        return [ShareOutcome(_write_share(conn, s, round.push, box)) for s in round.shares]
+    sent: list[Cursor | None] = []
+    with conn.pipeline():
+        for share in round.shares:
+            sent.append(_send_log(conn, share, box, round.push) if share.events else None)
+            if share.receipts:
+                _insert_receipts(conn, share)
+    outcomes = []
+    for share, cursor in zip(round.shares, sent, strict=True):
+        protocols = _logged(share, cursor, round.push) if cursor is not None else set()
+        outcomes.append(ShareOutcome(_queue(conn, share, protocols) if protocols else 0))
     return outcomes
 
 
@@ -125,12 +159,16 @@ def _write_share(conn: Connection, share: Share, push: bool, box: SecretBox) -> 
     if share.events:
         protocols = _write_log(conn, share, box, push)
     if share.receipts:
-        receipts = [
-            (share.agent, r.owner, r.message_id, r.digest, r.task_id, r.seq, r.answer)
-            for r in share.receipts
-        ]
-        _insert(conn, _RECEIPTS, _RECEIPT_VALUES, receipts, "ON CONFLICT DO NOTHING")
+        _insert_receipts(conn, share)
     return _queue(conn, share, protocols) if protocols else 0
+
+
+def _insert_receipts(conn: Connection, share: Share) -> None:
+    receipts = [
+        (share.agent, r.owner, r.message_id, r.digest, r.task_id, r.seq, r.answer)
+        for r in share.receipts
+    ]
+    _insert(conn, _RECEIPTS, _RECEIPT_VALUES, receipts, "ON CONFLICT DO NOTHING")
 
 
 def _write_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> set[str]:
@@ -145,6 +183,18 @@ def _write_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> se
     webhook configs (the share's own included), so that a task without any,
     the usual case, costs no query more.
     """
+    cursor = _send_log(conn, share, box, push)
+    if len(share.events) > _ROWS_PER_STATEMENT:
+        _insert(conn, _EVENTS, _EVENT_VALUES, _log_rows(share)[_ROWS_PER_STATEMENT:])
+    return _logged(share, cursor, push)
+
+
+def _log_rows(share: Share) -> list[tuple[object, ...]]:
+    return [(share.agent, share.task_id, e.seq, e.kind, e.payload) for e in share.events]
+
+
+def _send_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> Cursor:
+    """Send the statement of :func:`_write_log` (and a new task's push config)."""
     agent, task_id, events = share.agent, share.task_id, share.events
     snapshot = events[-1].snapshot
     timestamp = snapshot.status.timestamp
@@ -154,14 +204,13 @@ def _write_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> se
         events[-1].seq,
         snapshot.to_json(),
     )
-    log = [(agent, task_id, e.seq, e.kind, e.payload) for e in events]
-    first, rest = log[:_ROWS_PER_STATEMENT], log[_ROWS_PER_STATEMENT:]
+    first = _log_rows(share)[:_ROWS_PER_STATEMENT]
     values = ", ".join([_EVENT_VALUES] * len(first))
     logged = [value for event in first for value in event]
     configs = _CONFIG_PROTOCOLS if push else "NULL"
     new = share.new
     if new is None:
-        cursor = conn.execute(
+        return conn.execute(
             "WITH moved AS (UPDATE tasks SET state = %s,"
             " updated_at = coalesce(%s::timestamptz, now()), last_seq = %s, snapshot = %s::json"
             f" WHERE agent = %s AND id = %s AND last_seq = %s RETURNING {configs})"
@@ -169,22 +218,27 @@ def _write_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> se
             " WHERE EXISTS (SELECT FROM moved) RETURNING (SELECT * FROM moved)",
             [*task, agent, task_id, share.base_seq, *logged],
         )
-        if cursor.rowcount != len(first):
-            raise StaleTask(f"task {task_id!r} of agent {agent!r} is not at {share.base_seq}")
-        row = cursor.fetchone()
-    else:
-        row = conn.execute(
-            f"WITH logged AS (INSERT INTO {_EVENTS} VALUES {values})"
-            " INSERT INTO tasks (state, updated_at, last_seq, snapshot, agent, id, owner,"
-            " context_id, created_at)"
-            " VALUES (%s, coalesce(%s::timestamptz, now()), %s, %s::json, %s, %s, %s, %s, now())"
-            f" RETURNING {configs}",
-            [*logged, *task, agent, task_id, new.owner, snapshot.context_id],
-        ).fetchone()
-        if new.push_config is not None:
-            insert_push_config(conn, agent, new.owner, new.push_config, new.push_protocol, box)
-    if rest:
-        _insert(conn, _EVENTS, _EVENT_VALUES, rest)
+    cursor = conn.execute(
+        f"WITH logged AS (INSERT INTO {_EVENTS} VALUES {values})"
+        " INSERT INTO tasks (state, updated_at, last_seq, snapshot, agent, id, owner,"
+        " context_id, created_at)"
+        " VALUES (%s, coalesce(%s::timestamptz, now()), %s, %s::json, %s, %s, %s, %s, now())"
+        f" RETURNING {configs}",
+        [*logged, *task, agent, task_id, new.owner, snapshot.context_id],
+    )
+    if new.push_config is not None:
+        insert_push_config(conn, agent, new.owner, new.push_config, new.push_protocol, box)
+    return cursor
+
+
+def _logged(share: Share, cursor: Cursor, push: bool) -> set[str]:
+    """Check what :func:`_send_log` did; the protocols of the task's webhook configs."""
+    new = share.new
+    if new is None and cursor.rowcount != min(len(share.events), _ROWS_PER_STATEMENT):
+        raise StaleTask(
+            f"task {share.task_id!r} of agent {share.agent!r} is not at {share.base_seq}"
+        )
+    row = cursor.fetchone()
     protocols = set(row[0] or ()) if push and row is not None else set()
     if push and new is not None and new.push_config is not None:
         protocols.add(new.push_protocol)
