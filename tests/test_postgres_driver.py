@@ -137,6 +137,26 @@ async def test_cancelling_every_caller_of_a_full_pool_at_once_ends_promptly(
         assert await db.fetchone("SELECT 1") == (1,)
 
 
+async def test_a_call_cancelled_before_its_thread_began_waits_for_nothing(
+    postgres: PostgresLocation,
+) -> None:
+    # Cancelled within milliseconds, some calls are cancelled while opening a
+    # connection or waiting for their thread: nothing ran, so there is no query
+    # to interrupt and no worker to wait cancel_grace for.
+    async with Database.open(postgres, PoolSettings(size=4, cancel_grace=30.0)) as db:
+        with trio.fail_after(10):
+            for _ in range(20):
+                async with trio.open_nursery() as nursery:
+                    for _ in range(4):
+                        nursery.start_soon(_cancelled_soon, db)
+        assert await db.fetchone("SELECT 1") == (1,)
+
+
+async def _cancelled_soon(db: Database) -> None:
+    with trio.move_on_after(0.002):
+        await db.fetchone("SELECT 1")
+
+
 async def test_connection_the_server_closed_while_idle_is_replaced(
     postgres: PostgresLocation,
 ) -> None:

@@ -143,8 +143,18 @@ class Database:
 
     async def _in_thread(self, conn: Connection, work: Callable[[Connection], T]) -> T:
         finished = threading.Event()
+        # "waiting" until the worker begins ("running") or the caller gives it
+        # up first ("abandoned"): a call cancelled before its thread ran (while
+        # it waited for a thread, say) has no query to interrupt or wait for.
+        phase = "waiting"
+        handshake = threading.Lock()
 
         def transaction() -> T:
+            nonlocal phase
+            with handshake:
+                if phase == "abandoned":
+                    raise _Abandoned  # the caller has gone on: nothing may run
+                phase = "running"
             try:
                 with conn.transaction():
                     return work(conn)
@@ -171,11 +181,24 @@ class Database:
                 transaction, abandon_on_cancel=True, limiter=self._threads
             )
         except trio.Cancelled:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(
-                    _interrupt, conn, finished, self.settings.cancel_grace, limiter=self._interrupts
-                )
+            with handshake:
+                running = phase == "running"
+                if not running:
+                    phase = "abandoned"
+            if running:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(
+                        _interrupt,
+                        conn,
+                        finished,
+                        self.settings.cancel_grace,
+                        limiter=self._interrupts,
+                    )
             raise
+
+
+class _Abandoned(Exception):
+    """A worker whose caller was cancelled before it began: it does nothing."""
 
 
 def connect(location: PostgresLocation, settings: PoolSettings) -> Connection:
