@@ -234,6 +234,20 @@ class AgentHost:
         if receipt is not None:
             self._in_background(self._keep_receipt, execution.context.task_id, receipt)
 
+    def _answered(self, execution: Execution) -> None:
+        """A client has the answer: drop the receipt kept for a retry, if one was."""
+        stored = self._retries.answered(execution)
+        if stored is not None:
+            self._in_background(self._drop_receipt, stored)
+
+    async def _drop_receipt(self, receipt: ReceiptWrite) -> None:
+        try:
+            await self._recorder.drop_receipt(receipt)
+        except Exception:  # the receipt stays: the next copy is taken for a retry too
+            log.exception("agent %s: could not drop a message receipt", self.name)
+        finally:
+            self._retries.dropped(receipt)
+
     async def _keep_receipt(self, task_id: str, receipt: ReceiptWrite) -> None:
         try:
             await self._recorder.keep_receipt(task_id, receipt)
@@ -335,14 +349,14 @@ class AgentHost:
         try:
             answer = await self._await_answer(live, execution, request.configuration)
         except A2AError:
-            self._retries.answered(execution)  # the client gets this error as its answer
+            self._answered(execution)  # the client gets this error as its answer
             raise
         except BaseException:
             self._unanswered(execution)
             raise
         finally:
             self._live.release(live)
-        self._retries.answered(execution)
+        self._answered(execution)
         return answer
 
     async def _await_answer(
@@ -406,10 +420,10 @@ class AgentHost:
             raise
         try:
             if execution.error is not None:
-                self._retries.answered(execution)
+                self._answered(execution)
                 raise execution.error
             if execution.answer is not None:
-                self._retries.answered(execution)
+                self._answered(execution)
                 return TaskEventStream.single(StreamResponse(message=execution.answer))
             initial: list[FeedItem] = []
             if execution.continuing:
@@ -424,7 +438,7 @@ class AgentHost:
             )
             stream.on_close(
                 lambda finished: (
-                    self._retries.answered(execution) if finished else self._unanswered(execution)
+                    self._answered(execution) if finished else self._unanswered(execution)
                 )
             )
             return stream

@@ -463,6 +463,12 @@ class Recorder:
         share = Share(self.name, task_id, receipts=[receipt])
         await self._locked(self.store.record, Round([share]))
 
+    async def drop_receipt(self, receipt: ReceiptWrite) -> None:
+        """Drop a stored receipt, after any write under way (the one storing it, say)."""
+        await self._locked(
+            self.store.forget_message, self.name, receipt.owner, receipt.message_id, receipt.digest
+        )
+
     async def end(self, live: LiveTask, state: TaskState, reason: str) -> None:
         """Host-imposed ending (CANCELED or FAILED) with the reason as status message."""
         await self.write(live, lambda share: self._end(live, share, state, reason))

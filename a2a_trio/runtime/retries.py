@@ -58,6 +58,8 @@ class Retries:
         #: Keys with a stored receipt (read at start, kept up to date after):
         #: only these are looked up in the store. One process serves a store.
         self._stored: set[RetryKey] = set()
+        #: Receipts being dropped (see answered): no retry finds them meanwhile.
+        self._dropping: set[tuple[str, str, str]] = set()
 
     async def load(self) -> None:
         """Learn which messages have receipts stored (at start)."""
@@ -94,6 +96,8 @@ class Retries:
         if self._original(key, message) is not None:
             return None  # a running original is joined (see join) instead
         digest = await _digest_off_loop(message)
+        if (*key, digest) in self._dropping:
+            return None
         since = utcnow() - timedelta(seconds=self.settings.retry_window)
         receipt = await self.store.find_message(self.name, *key, digest, since)
         return None if receipt is None else Earlier(key, digest, receipt)
@@ -105,7 +109,7 @@ class Retries:
 
     def finished(self, execution: Execution) -> None:
         """The execution ended: a retry of its message no longer joins it."""
-        self.answered(execution)
+        self._stopped_running(execution)
 
     def remember(self, execution: Execution, **receipt: Any) -> ReceiptWrite | None:
         """Note what the execution's message started.
@@ -124,8 +128,28 @@ class Retries:
         self._stored.add(key)
         return ReceiptWrite(*key, _digest(message), **execution.receipt)
 
-    def answered(self, execution: Execution) -> None:
-        """A client has the answer: the same message again is new work from now on."""
+    def answered(self, execution: Execution) -> ReceiptWrite | None:
+        """A client has the answer: the same message again is new work from now on.
+
+        Returns the receipt to drop when one was stored because an earlier
+        request for this execution went away (a retry that joined it now has
+        the answer): else the next copy would be taken for a retry too.
+        """
+        self._stopped_running(execution)
+        if not execution.unanswered:
+            return None
+        execution.unanswered = False  # nor is one stored from now on
+        if execution.receipt is None:
+            return None
+        receipt = self._receipt(execution)
+        self._dropping.add((receipt.owner, receipt.message_id, receipt.digest))
+        return receipt
+
+    def dropped(self, receipt: ReceiptWrite) -> None:
+        """The receipt :meth:`answered` returned is gone from the store (or stays, failing)."""
+        self._dropping.discard((receipt.owner, receipt.message_id, receipt.digest))
+
+    def _stopped_running(self, execution: Execution) -> None:
         key = execution.retry_key
         if key is None or key not in self.running:
             return
