@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+import trio.testing
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
@@ -75,8 +77,12 @@ class LiveServer:
 async def live_server(
     tmp_path: Path, configure: Callable[[A2AApp], None], **app_kwargs: Any
 ) -> AsyncIterator[LiveServer]:
-    """Serve an app (mounted by ``configure``) on a free port until the block ends."""
-    app = A2AApp(database=tmp_path / "a2a.db", **app_kwargs)
+    """Serve an app (mounted by ``configure``) on a free port until the block ends.
+
+    The app's database is ``tmp_path/a2a.db`` unless ``database=`` names another.
+    """
+    app_kwargs.setdefault("database", tmp_path / "a2a.db")
+    app = A2AApp(**app_kwargs)
     configure(app)
     config = Config()
     config.bind = ["127.0.0.1:0"]
@@ -109,3 +115,38 @@ def user_message(text: str, **fields: Any) -> dict[str, Any]:
 @pytest.fixture
 def anyio_backend() -> str:
     return "trio"
+
+
+def worker_aware(
+    clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> trio.testing.MockClock:
+    """``clock``, kept from jumping while a worker thread runs.
+
+    The PostgreSQL store runs every query in a worker thread, and trio counts a
+    task waiting for a thread as blocked: an autojumping clock would jump to the
+    next deadline in the middle of a query, as if it had taken that long. Every
+    ``trio.to_thread.run_sync`` of the test turns autojump off until it returns.
+    """
+    idle_threshold = clock.autojump_threshold
+    running = 0
+    run_sync = trio.to_thread.run_sync
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal running
+        running += 1
+        clock.autojump_threshold = math.inf
+        try:
+            return await run_sync(*args, **kwargs)
+        finally:
+            running -= 1
+            if not running:
+                clock.autojump_threshold = idle_threshold
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    return clock
+
+
+@pytest.fixture
+def autojump_clock(monkeypatch: pytest.MonkeyPatch) -> trio.testing.MockClock:
+    """pytest-trio's autojump clock, which waits for worker threads (see ``worker_aware``)."""
+    return worker_aware(trio.testing.MockClock(autojump_threshold=0), monkeypatch)

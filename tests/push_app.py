@@ -1,9 +1,9 @@
 """The scripted test agent, webhooks to 127.0.0.1 allowed, for tests that run a server process.
 
 Served with ``hypercorn --worker-class trio -b 127.0.0.1:PORT tests.push_app:app``
-from the repository root. The database path comes from ``A2A_TRIO_DATABASE``
-(required: a test always says which file the server owns); the retry policy
-from ``A2A_TRIO_PUSH_BACKOFF``, ``A2A_TRIO_PUSH_MAX_WAIT`` and
+from the repository root. The database (a path or a URL) comes from
+``A2A_TRIO_DATABASE`` (required: a test always says which database the server
+owns); the retry policy from ``A2A_TRIO_PUSH_BACKOFF``, ``A2A_TRIO_PUSH_MAX_WAIT`` and
 ``A2A_TRIO_PUSH_MAX_ATTEMPTS`` (optional, the defaults of PushSettings otherwise).
 """
 
@@ -25,7 +25,9 @@ MAX_ATTEMPTS_ENV = "A2A_TRIO_PUSH_MAX_ATTEMPTS"
 try:
     _database = os.environ[DATABASE_ENV]
 except KeyError:
-    raise RuntimeError(f"{DATABASE_ENV} must name the SQLite file this server uses") from None
+    raise RuntimeError(
+        f"{DATABASE_ENV} must name the database this server uses (a path or a URL)"
+    ) from None
 
 _defaults = PushSettings()
 _settings = PushSettings(

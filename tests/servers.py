@@ -67,14 +67,14 @@ class ServerProcess:
     @classmethod
     def start(
         cls,
-        database: Path,
+        database: Path | str,
         log_path: Path,
         *,
         app: str = "tests.scripted_app:app",
         env: dict[str, str] | None = None,
         command: Callable[[int], list[str]] | None = None,
     ) -> ServerProcess:
-        """Start the server on ``database`` and return once its card answers."""
+        """Start the server on ``database`` (a path or a URL); return once its card answers."""
         server = cls.launch(
             log_path,
             app=app,

@@ -19,6 +19,7 @@ import pytest
 import trio
 
 from a2a_trio.protocol import InvalidParamsError
+from a2a_trio.protocol.compat_v0_3 import task_to_v0_3
 from a2a_trio.protocol.models import (
     Artifact,
     AuthenticationInfo,
@@ -210,6 +211,17 @@ async def test_each_recorded_event_takes_the_next_sequence_number(store: Store) 
     assert stored.task == moved(task, TaskState.COMPLETED, T0 + timedelta(seconds=2))
 
 
+async def test_sequence_numbers_count_per_task(store: Store) -> None:
+    first, second = make_task("t-1"), make_task("t-2")
+    await create(store, first)
+    await append(store, first)
+    await create(store, second)
+    await append(store, second)
+    for task_id in ("t-1", "t-2"):
+        events = await store.events_after(AGENT, task_id, 0)
+        assert [(event.seq, event.kind) for event in events] == [(1, "task"), (2, "status")]
+
+
 async def test_events_after_returns_the_streamed_events_in_order(store: Store) -> None:
     task = make_task("t-1")
     working = moved(task, TaskState.WORKING, T0 + timedelta(seconds=1))
@@ -314,6 +326,7 @@ async def test_a_round_reports_one_outcome_per_share_in_order(store: Store) -> N
 
 async def test_an_empty_round_stores_nothing(store: Store) -> None:
     assert await store.record(Round()) == []
+    assert (await store.list_tasks(AGENT, ALICE)).total_size == 0
 
 
 async def test_a_task_created_twice_fails_that_share_alone(store: Store) -> None:
@@ -346,12 +359,30 @@ async def test_a_share_behind_its_task_is_stale_and_the_others_commit(store: Sto
     assert await store.get_task(AGENT, "t-2", owner=ALICE) is not None
 
 
-async def test_a_share_ahead_of_its_task_is_stale(store: Store) -> None:
+@pytest.mark.parametrize("first_seq", [2, 3, 5], ids=["behind", "taken", "ahead"])
+async def test_a_share_that_does_not_follow_its_task_is_stale_and_stores_nothing(
+    store: Store, first_seq: int
+) -> None:
     task = make_task("t-1")
     await create(store, task)
-    [outcome] = await record(store, following("t-1", status_event(3, task)))
+    await append(store, task)
+    await append(store, task)  # the task is at 3: only 4 follows it
+    later = moved(task, TaskState.COMPLETED, T0 + timedelta(minutes=1))
+    stale = Share(
+        AGENT,
+        "t-1",
+        events=[status_event(first_seq, later), status_event(first_seq + 1, later)],
+        receipts=[ReceiptWrite(ALICE, "m-stale", "digest", task_id="t-1", seq=first_seq)],
+    )
+    [outcome] = await record(store, stale)
     assert isinstance(outcome.error, StaleTask)
-    assert [event.seq for event in await store.events_after(AGENT, "t-1", 0)] == [1]
+    assert outcome.queued == 0
+    stored = await store.get_task(AGENT, "t-1", owner=ALICE)
+    assert stored is not None
+    assert (stored.last_seq, stored.task) == (3, task)
+    assert [event.seq for event in await store.events_after(AGENT, "t-1", 0)] == [1, 2, 3]
+    # The share's receipt went with the rest of it.
+    assert await store.find_message(AGENT, ALICE, "m-stale", "digest", T0) is None
 
 
 async def test_a_share_for_a_task_that_does_not_exist_is_stale(store: Store) -> None:
@@ -408,9 +439,11 @@ async def test_a_new_tasks_push_config_is_stored_with_it(store: Store) -> None:
 async def test_a_share_of_receipts_alone_touches_no_task(store: Store) -> None:
     answer = Message(message_id="a-1", role=Role.AGENT, parts=[Part(text="hi")]).to_json()
     receipt = ReceiptWrite(ALICE, "m-1", "digest", answer=answer)
-    [outcome] = await record(store, Share(AGENT, "direct", receipts=[receipt]))
+    [outcome] = await record(store, Share(AGENT, "direct", receipts=[receipt]), push=True)
     assert outcome == ShareOutcome(0)
     assert await store.get_task(AGENT, "direct", owner=None) is None
+    assert await store.events_after(AGENT, "direct", 0) == []
+    assert await store.unfinished_tasks() == []
     found = await store.find_message(AGENT, ALICE, "m-1", "digest", T0)
     assert found is not None and (found.task_id, found.seq, found.answer) == (None, 0, answer)
 
@@ -422,6 +455,20 @@ async def test_a_receipt_recorded_with_its_task_is_found(store: Store) -> None:
     assert found is not None and (found.task_id, found.seq, found.answer) == ("t-1", 0, None)
 
 
+async def test_a_receipt_recorded_with_a_continued_task_keeps_its_log_position(
+    store: Store,
+) -> None:
+    task = make_task("t-1")
+    await create(store, task)
+    receipt = ReceiptWrite(ALICE, "m-2", "digest", task_id="t-1", seq=2)
+    [outcome] = await record(
+        store, Share(AGENT, "t-1", events=[message_event(2, task)], receipts=[receipt])
+    )
+    assert outcome == ShareOutcome(0)
+    found = await store.find_message(AGENT, ALICE, "m-2", "digest", T0)
+    assert found is not None and (found.task_id, found.seq, found.answer) == ("t-1", 2, None)
+
+
 async def test_a_receipt_is_kept_as_first_recorded(store: Store) -> None:
     first = ReceiptWrite(ALICE, "m-1", "digest", task_id="t-1", seq=4)
     second = ReceiptWrite(ALICE, "m-1", "digest", task_id="t-2", seq=7)
@@ -429,6 +476,11 @@ async def test_a_receipt_is_kept_as_first_recorded(store: Store) -> None:
         store, Share(AGENT, "t-1", receipts=[first]), Share(AGENT, "t-2", receipts=[second])
     )
     assert outcomes == [ShareOutcome(0), ShareOutcome(0)]
+    found = await store.find_message(AGENT, ALICE, "m-1", "digest", T0)
+    assert found is not None and (found.task_id, found.seq) == ("t-1", 4)
+    # And in a later round.
+    third = ReceiptWrite(ALICE, "m-1", "digest", task_id="t-3", seq=9)
+    assert await record(store, Share(AGENT, "t-3", receipts=[third])) == [ShareOutcome(0)]
     found = await store.find_message(AGENT, ALICE, "m-1", "digest", T0)
     assert found is not None and (found.task_id, found.seq) == ("t-1", 4)
 
@@ -446,6 +498,7 @@ async def test_a_receipt_older_than_since_is_not_found(store: Store) -> None:
     later = datetime.now(UTC) + timedelta(minutes=1)
     assert await store.find_message(AGENT, ALICE, "m-1", "d", later) is None
     assert await store.remembered_messages(AGENT, later) == []
+    assert await store.remembered_messages(AGENT, T0) == [(ALICE, "m-1")]
 
 
 async def test_remembered_messages_are_every_owners_recent_ones(store: Store) -> None:
@@ -460,11 +513,14 @@ async def test_remembered_messages_are_every_owners_recent_ones(store: Store) ->
 
 
 async def test_a_forgotten_message_is_not_found(store: Store) -> None:
-    await record(store, Share(AGENT, "t-1", receipts=[ReceiptWrite(ALICE, "m-1", "d", "t-1")]))
+    receipts = [ReceiptWrite(ALICE, "m-1", "d", "t-1"), ReceiptWrite(BOB, "m-1", "d", "t-1")]
+    await record(store, Share(AGENT, "t-1", receipts=receipts))
     await store.forget_message(AGENT, ALICE, "m-1", "other-digest")
     assert await store.find_message(AGENT, ALICE, "m-1", "d", T0) is not None
     await store.forget_message(AGENT, ALICE, "m-1", "d")
     assert await store.find_message(AGENT, ALICE, "m-1", "d", T0) is None
+    assert await store.find_message(AGENT, BOB, "m-1", "d", T0) is not None
+    await store.forget_message(AGENT, ALICE, "m-1", "d")  # nothing left to forget: no error
 
 
 # --- unfinished tasks ----------------------------------------------------------------
@@ -839,6 +895,56 @@ async def test_a_config_created_over_0_3_gets_the_task_in_the_0_3_shape(store: S
     assert LEGACY_VERSION == "0.3"
 
 
+async def test_each_event_of_a_share_is_queued_with_the_task_as_that_event_left_it(
+    store: Store,
+) -> None:
+    task = make_task("t-1")
+    await record(store, creating(task, push_config=push_config("c-new")))
+    await store.save_push_config(AGENT, ALICE, push_config("c-old"), protocol=LEGACY_VERSION)
+    working = moved(task, TaskState.WORKING, T0 + timedelta(seconds=1))
+    done = moved(task, TaskState.COMPLETED, T0 + timedelta(seconds=2))
+    events = [
+        status_event(2, working),
+        message_event(3, working),  # history only: no webhook carries it
+        artifact_event(4, working),
+        status_event(5, done),
+    ]
+    [outcome] = await record(store, following("t-1", *events), push=True)
+    assert outcome == ShareOutcome(queued=6)
+    # A 1.0 config gets each event as recorded: a StreamResponse.
+    assert await queued_payloads(store, Lane(AGENT, "t-1", "c-new")) == [
+        (event.seq, event.payload) for event in events if event.kind != "message"
+    ]
+    # A 0.3 config gets the task as each event left it, as 0.3 servers post it.
+    legacy = await queued_payloads(store, Lane(AGENT, "t-1", "c-old"))
+    assert [seq for seq, _ in legacy] == [2, 4, 5]
+    assert [json.loads(body) for _, body in legacy] == [
+        task_to_v0_3(working),
+        task_to_v0_3(working),
+        task_to_v0_3(done),
+    ]
+    assert json.loads(legacy[-1][1])["status"]["state"] == "completed"
+
+
+async def test_notifications_are_counted_per_share(store: Store) -> None:
+    hooked, plain = make_task("t-1"), make_task("t-2")
+    await record(store, creating(hooked, push_config=push_config("c-1")), creating(plain))
+    await store.save_push_config(AGENT, ALICE, push_config("c-2"), protocol=LEGACY_VERSION)
+    outcomes = await record(
+        store,
+        following("t-1", status_event(2, hooked)),
+        following("t-2", status_event(2, plain), artifact_event(3, plain)),
+        following("t-ghost", status_event(9, hooked)),  # stale: queues nothing
+        push=True,
+    )
+    assert [outcome.queued for outcome in outcomes] == [2, 0, 0]
+    assert isinstance(outcomes[2].error, StaleTask)
+    assert {(d.task_id, d.config_id, d.seq) for d in await store.deliveries()} == {
+        ("t-1", "c-1", 2),
+        ("t-1", "c-2", 2),
+    }
+
+
 async def test_each_event_is_queued_for_1_0_configs_before_0_3_ones(store: Store) -> None:
     task = make_task("t-1")
     await record(store, creating(task))
@@ -920,6 +1026,7 @@ async def test_a_queued_notification_is_pending_with_no_attempts(store: Store) -
 
 async def test_a_retry_keeps_the_notification_first_in_its_lane(store: Store) -> None:
     notification = await one_notification(store)
+    await append(store, make_task("t-1"), push=True)  # a second one behind it
     await store.record_attempt(
         notification,
         outcome="retry",
@@ -930,8 +1037,14 @@ async def test_a_retry_keeps_the_notification_first_in_its_lane(store: Store) ->
     )
     again = await store.next_notification(notification.lane)
     assert again is not None
-    assert (again.id, again.attempts, again.next_attempt_at) == (notification.id, 1, 1234.5)
-    [delivery] = await store.deliveries()
+    assert (again.id, again.notification_id, again.attempts, again.next_attempt_at) == (
+        notification.id,
+        notification.notification_id,
+        1,
+        1234.5,
+    )
+    [delivery, behind] = await store.deliveries()
+    assert (behind.seq, behind.state, behind.attempts_made) == (2, "pending", 0)
     assert (delivery.state, delivery.attempts_made, delivery.last_error) == (
         "pending",
         1,
@@ -970,11 +1083,23 @@ async def test_a_failed_notification_can_be_requeued_once(store: Store) -> None:
         next_attempt_at=99.0,
     )
     assert await store.next_notification(notification.lane) is None
+    assert await store.pending_lanes() == []
+    [dead] = await store.deliveries()
+    assert (dead.state, dead.attempts_made, dead.last_error) == ("failed", 1, "connection refused")
     assert await store.requeue_notification(notification.id) is True
-    assert await store.requeue_notification(notification.id) is False
+    assert await store.requeue_notification(notification.id) is False  # pending again
+    assert await store.pending_lanes() == [notification.lane]
     again = await store.next_notification(notification.lane)
     assert again is not None
     assert (again.id, again.attempts, again.next_attempt_at) == (notification.id, 1, 0.0)
+    await store.record_attempt(again, outcome="delivered", status=200, error=None, duration_ms=1.0)
+    [delivered] = await store.deliveries()
+    assert (delivered.state, delivered.attempts_made) == ("delivered", 2)
+    assert [attempt.number for attempt in delivered.attempts] == [1, 2]
+
+
+async def test_requeueing_an_unknown_notification_is_false(store: Store) -> None:
+    assert await store.requeue_notification(424242) is False
 
 
 async def test_an_abandoned_notification_fails_with_the_reason(store: Store) -> None:
@@ -1010,6 +1135,7 @@ async def test_pending_lanes_and_deliveries_can_be_limited(store: Store) -> None
     assert await store.pending_lanes(AGENT, "t-2") == [Lane(AGENT, "t-2", "c-1")]
     assert [(d.agent, d.task_id) for d in await store.deliveries(AGENT, "t-1")] == [(AGENT, "t-1")]
     assert len(await store.deliveries("other")) == 1
+    assert [d.task_id for d in await store.deliveries(task_id="t-2")] == ["t-2"]
     assert [d.id for d in await store.deliveries()] == sorted(
         d.id for d in await store.deliveries()
     )

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,6 @@ import httpx
 import pytest
 import trio
 
-from a2a_trio import SqliteStore
 from a2a_trio.client import A2AClient
 from a2a_trio.protocol import (
     AgentCard,
@@ -45,8 +43,12 @@ from a2a_trio.protocol import (
     TaskStatus,
     utcnow,
 )
+from a2a_trio.store import Store
+from a2a_trio.store.factory import store_at
 
 from .conftest import user_message
+from .postgres import is_postgres, sqlite_url
+from .postgres import rows as database_rows
 from .servers import CARD_PATH, STARTUP_TIMEOUT, STOP_TIMEOUT, ServerProcess, free_port
 from .webhooks import Reply, webhook_receiver
 from .writes import create_task, new_task, record_ok
@@ -110,10 +112,11 @@ async def a2a_async(*args: str, cwd: Path, env: dict[str, str] | None = None) ->
     return Result(done.returncode, done.stdout.decode(), done.stderr.decode())
 
 
-def rows(database: Path, query: str, *args: Any) -> list[tuple[Any, ...]]:
-    """Read the server's SQLite file directly, as an operator would."""
-    with sqlite3.connect(database) as conn:
-        return conn.execute(query, args).fetchall()
+def rows(database: Path | str, query: str, *args: Any) -> list[tuple[Any, ...]]:
+    """Read the server's database (a SQLite file or a URL) directly, as an operator would."""
+    return database_rows(
+        sqlite_url(database) if isinstance(database, Path) else database, query, *args
+    )
 
 
 def post_message(url: str, text: str, **fields: str) -> str:
@@ -501,7 +504,7 @@ path = "tasks.db"
 """
 
 
-async def store_task(store: SqliteStore, task_id: str, state: TaskState, days_ago: float) -> None:
+async def store_task(store: Store, task_id: str, state: TaskState, days_ago: float) -> None:
     """A task whose last update was ``days_ago`` days ago, written as the server writes it."""
     task = Task(
         id=task_id,
@@ -511,9 +514,9 @@ async def store_task(store: SqliteStore, task_id: str, state: TaskState, days_ag
     await create_task(store, "default", "anonymous", task)
 
 
-async def fill_aged(database: Path) -> None:
+async def fill_aged(database: str) -> None:
     """Finished and unfinished tasks of different ages, one with a push config."""
-    store = SqliteStore(database)
+    store = store_at(database)
     await store.open()
     try:
         await store_task(store, "old-completed", TaskState.COMPLETED, 40)
@@ -531,15 +534,22 @@ async def fill_aged(database: Path) -> None:
 
 
 @pytest.fixture
-def aged_tasks(tmp_path: Path) -> Path:
-    """tasks.db with finished and unfinished tasks of different ages; returns the file."""
-    (tmp_path / "a2a.toml").write_text(PRUNE_CONFIG)
-    database = tmp_path / "tasks.db"
+def aged_tasks(tmp_path: Path, database: str) -> str:
+    """The configured database, with finished and unfinished tasks of different ages.
+
+    ``a2a.toml`` names it: ``path = "tasks.db"`` (not the default ``a2a.db``) or
+    the PostgreSQL URL. Returns its URL.
+    """
+    if is_postgres(database):
+        (tmp_path / "a2a.toml").write_text(f'[storage]\nurl = "{database}"\n')
+    else:
+        (tmp_path / "a2a.toml").write_text(PRUNE_CONFIG)
+        database = sqlite_url(tmp_path / "tasks.db")
     trio.run(fill_aged, database)
     return database
 
 
-def everything(database: Path) -> dict[str, list[tuple[Any, ...]]]:
+def everything(database: str) -> dict[str, list[tuple[Any, ...]]]:
     return {
         table: rows(database, f"SELECT * FROM {table} ORDER BY 1, 2")
         for table in ("tasks", "task_events", "push_configs", "push_outbox", "push_attempts")
@@ -547,7 +557,7 @@ def everything(database: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def test_prune_deletes_finished_tasks_older_than_days_and_keeps_the_rest(
-    tmp_path: Path, aged_tasks: Path
+    tmp_path: Path, aged_tasks: str
 ) -> None:
     result = a2a("prune", "--days", "7", cwd=tmp_path)
     assert result.status == 0, result.err
@@ -566,7 +576,7 @@ def test_prune_deletes_finished_tasks_older_than_days_and_keeps_the_rest(
     assert rows(aged_tasks, "SELECT * FROM push_configs") == []
 
 
-def test_prune_dry_run_counts_and_deletes_nothing(tmp_path: Path, aged_tasks: Path) -> None:
+def test_prune_dry_run_counts_and_deletes_nothing(tmp_path: Path, aged_tasks: str) -> None:
     before = everything(aged_tasks)
     result = a2a("prune", "--days", "7", "--dry-run", cwd=tmp_path)
     assert result.status == 0, result.err
@@ -575,7 +585,7 @@ def test_prune_dry_run_counts_and_deletes_nothing(tmp_path: Path, aged_tasks: Pa
 
 
 def test_prune_keeps_finished_tasks_younger_than_the_default_week(
-    tmp_path: Path, aged_tasks: Path
+    tmp_path: Path, aged_tasks: str
 ) -> None:
     result = a2a("prune", cwd=tmp_path)
     assert result.status == 0, result.err
@@ -583,21 +593,29 @@ def test_prune_keeps_finished_tasks_younger_than_the_default_week(
     assert ("recent-completed",) in rows(aged_tasks, "SELECT id FROM tasks")
 
 
-@pytest.mark.parametrize("spelling", ["path", "url"])
-def test_prune_database_prunes_the_database_it_names(
-    tmp_path: Path, aged_tasks: Path, spelling: str
-) -> None:
+def test_prune_database_prunes_the_database_it_names(tmp_path: Path, aged_tasks: str) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()  # no a2a.toml here: only --database says which database
-    database = str(aged_tasks) if spelling == "path" else f"sqlite:///{aged_tasks}"
-    result = a2a("prune", "--days", "7", "--database", database, cwd=elsewhere)
+    result = a2a("prune", "--days", "7", "--database", aged_tasks, cwd=elsewhere)
     assert result.status == 0, result.err
     assert result.out.startswith("removed 2 tasks, 2 events, 1 push configs,")
     assert ("old-completed",) not in rows(aged_tasks, "SELECT id FROM tasks")
     assert list(elsewhere.iterdir()) == []
 
 
-def test_prune_database_overrides_the_configured_one(tmp_path: Path, aged_tasks: Path) -> None:
+def test_prune_database_takes_a_plain_path_to_a_sqlite_file(tmp_path: Path) -> None:
+    database = tmp_path / "tasks.db"
+    trio.run(fill_aged, sqlite_url(database))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = a2a("prune", "--days", "7", "--database", str(database), cwd=elsewhere)
+    assert result.status == 0, result.err
+    assert result.out.startswith("removed 2 tasks, 2 events, 1 push configs,")
+    assert ("old-completed",) not in rows(database, "SELECT id FROM tasks")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_prune_database_overrides_the_configured_one(tmp_path: Path, aged_tasks: str) -> None:
     other = tmp_path / "other.db"
     result = a2a("prune", "--days", "7", "--database", f"sqlite:///{other}", cwd=tmp_path)
     assert result.status == 0, result.err
@@ -616,20 +634,21 @@ def test_a_database_url_that_cannot_be_used_is_a_usage_error_naming_the_option(
     assert "Traceback" not in result.err
 
 
-def test_deliveries_database_reads_the_database_it_names(tmp_path: Path) -> None:
-    database = tmp_path / "push.db"
+def test_deliveries_database_reads_the_database_it_names(tmp_path: Path, database: str) -> None:
     trio.run(queue_a_delivery, database)
-    named = a2a("deliveries", "--database", f"sqlite:///{database}", cwd=tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    named = a2a("deliveries", "--database", database, cwd=elsewhere)
     assert named.status == 0, named.err
     assert re.fullmatch(
         r"\s*\d+  pending +task t-hooked  event 1  config hook  attempts 0", named.lines[0]
     ), named.lines
-    assert a2a("deliveries", cwd=tmp_path).lines == ["no deliveries"]  # ./a2a.db: none
+    assert a2a("deliveries", cwd=elsewhere).lines == ["no deliveries"]  # ./a2a.db: none
 
 
-async def queue_a_delivery(database: Path) -> None:
+async def queue_a_delivery(database: str) -> None:
     """One task with a webhook config, its first event queued for it."""
-    store = SqliteStore(database)
+    store = store_at(database)
     await store.open()
     try:
         task = Task(id="t-hooked", context_id="ctx", status=TaskStatus(state=TaskState.WORKING))
@@ -641,14 +660,15 @@ async def queue_a_delivery(database: Path) -> None:
         await store.aclose()
 
 
-def test_prune_days_0_removes_every_finished_task_a_server_made(tmp_path: Path) -> None:
-    database = tmp_path / "served.db"
+def test_prune_days_0_removes_every_finished_task_a_server_made(
+    tmp_path: Path, database: str
+) -> None:
     server = ServerProcess.start(database, tmp_path / "server.log")
     try:
         post_message(server.url, "echo one")
         post_message(server.url, "echo two")
         waiting = post_message(server.url, "ask me")
-        env = clean_env(A2A_TRIO_DATABASE=str(database))
+        env = clean_env(A2A_TRIO_DATABASE=database)
         result = a2a("prune", "--days", "0", cwd=tmp_path, env=env)
         assert result.status == 0, result.err
         assert result.out.startswith("removed 2 tasks,")
@@ -1051,7 +1071,7 @@ async def send_with_webhook(server: ServerProcess, hook_url: str) -> str:
     return task.id
 
 
-async def until_settled(database: Path, task_id: str, count: int) -> list[tuple[Any, ...]]:
+async def until_settled(database: str, task_id: str, count: int) -> list[tuple[Any, ...]]:
     """Wait until ``count`` notifications of the task are no longer pending; returns them."""
     with trio.fail_after(COMMAND_TIMEOUT):
         while True:
@@ -1065,9 +1085,10 @@ async def until_settled(database: Path, task_id: str, count: int) -> list[tuple[
             await trio.sleep(0.05)
 
 
-async def test_deliveries_lists_every_attempt_after_a_delivery(tmp_path: Path) -> None:
-    database = tmp_path / "push.db"
-    env = clean_env(A2A_TRIO_DATABASE=str(database))
+async def test_deliveries_lists_every_attempt_after_a_delivery(
+    tmp_path: Path, database: str
+) -> None:
+    env = clean_env(A2A_TRIO_DATABASE=database)
     async with webhook_receiver() as hook:
         server = ServerProcess.start(database, tmp_path / "server.log", app="tests.push_app:app")
         try:
@@ -1089,9 +1110,8 @@ async def test_deliveries_lists_every_attempt_after_a_delivery(tmp_path: Path) -
     assert len(hook.requests) == 4
 
 
-async def test_deliveries_retry_requeues_a_dead_letter(tmp_path: Path) -> None:
-    database = tmp_path / "push.db"
-    env = clean_env(A2A_TRIO_DATABASE=str(database))
+async def test_deliveries_retry_requeues_a_dead_letter(tmp_path: Path, database: str) -> None:
+    env = clean_env(A2A_TRIO_DATABASE=database)
     async with webhook_receiver(default=Reply(503)) as hook:
         server = ServerProcess.start(
             database,
@@ -1123,8 +1143,8 @@ async def test_deliveries_retry_requeues_a_dead_letter(tmp_path: Path) -> None:
     assert hook.requests[-1].notification_id == hook.requests[0].notification_id
 
 
-def test_deliveries_retry_of_an_unknown_id_exits_1(tmp_path: Path) -> None:
-    env = clean_env(A2A_TRIO_DATABASE=str(tmp_path / "push.db"))
+def test_deliveries_retry_of_an_unknown_id_exits_1(tmp_path: Path, database: str) -> None:
+    env = clean_env(A2A_TRIO_DATABASE=database)
     result = a2a("deliveries", "retry", "999", cwd=tmp_path, env=env)
     assert result.status == 1
     assert result.err.splitlines()[-1] == "no failed delivery 999"
@@ -1138,8 +1158,8 @@ def test_deliveries_with_bad_arguments_is_a_usage_error(tmp_path: Path, args: li
     assert "usage: a2a-trio deliveries" in result.err
 
 
-def test_deliveries_of_an_empty_outbox_says_so(tmp_path: Path) -> None:
-    env = clean_env(A2A_TRIO_DATABASE=str(tmp_path / "push.db"))
+def test_deliveries_of_an_empty_outbox_says_so(tmp_path: Path, database: str) -> None:
+    env = clean_env(A2A_TRIO_DATABASE=database)
     result = a2a("deliveries", cwd=tmp_path, env=env)
     assert result.status == 0, result.err
     assert result.lines == ["no deliveries"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,9 +37,10 @@ from a2a_trio.runtime import (
     RequestContext,
     TaskUpdater,
 )
-from a2a_trio.store import SqliteStore
+from a2a_trio.store.factory import store_at
 
 from .agents import ScriptedExecutor
+from .postgres import broken, raising_trigger
 from .writes import create_task
 
 ALICE = Principal("alice", authenticated=True)
@@ -67,29 +67,26 @@ def request(
 
 @asynccontextmanager
 async def running_host(
-    tmp_path: Path, executor: AgentExecutor | None = None, **settings: Any
+    database: str, executor: AgentExecutor | None = None, **settings: Any
 ) -> AsyncIterator[AgentHost]:
-    """A host named ``test`` on ``tmp_path/host.db`` (the same file each time: restarts)."""
-    store = SqliteStore(tmp_path / "host.db")
-    host = AgentHost(
-        name="test",
-        executor=executor or ScriptedExecutor(),
-        store=store,
-        settings=HostSettings(**settings),
-    )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(host.run)
-        try:
-            yield host
-        finally:
-            await host.close()
-    await store.aclose()
-
-
-def sqlite_of(host: AgentHost) -> SqliteStore:
-    """The host's store, connected: these hosts run on SQLite files."""
-    assert isinstance(host.store, SqliteStore)
-    return host.store.connect()
+    """A host named ``test`` on ``database`` (the same one each time: restarts)."""
+    store = store_at(database)
+    await store.open()
+    try:
+        host = AgentHost(
+            name="test",
+            executor=executor or ScriptedExecutor(),
+            store=store,
+            settings=HostSettings(**settings),
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(host.run)
+            try:
+                yield host
+            finally:
+                await host.close()
+    finally:
+        await store.aclose()
 
 
 async def sent_task(host: AgentHost, text: str, **kw: object) -> Task:
@@ -112,8 +109,8 @@ async def states_of(host: AgentHost, task_id: str) -> list[str]:
     return states
 
 
-async def test_blocking_send_returns_the_completed_task_with_its_artifact(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_blocking_send_returns_the_completed_task_with_its_artifact(database: str) -> None:
+    async with running_host(database) as host:
         task = await sent_task(host, "echo hello")
         assert task.status.state is TaskState.COMPLETED
         assert task.artifacts and task.artifacts[0].parts[0].text == "hello"
@@ -121,10 +118,10 @@ async def test_blocking_send_returns_the_completed_task_with_its_artifact(tmp_pa
 
 
 async def test_return_immediately_answers_while_the_task_still_runs(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
         task = await sent_task(host, "hold", return_immediately=True)
         assert not task.status.state.is_final
         await executor.gate.reached.wait()
@@ -134,8 +131,8 @@ async def test_return_immediately_answers_while_the_task_still_runs(
         assert stored.status.state is TaskState.COMPLETED
 
 
-async def test_a_message_answer_creates_no_task(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_a_message_answer_creates_no_task(database: str) -> None:
+    async with running_host(database) as host:
         answer = await host.send_message(request("reply hi"), ALICE)
         assert isinstance(answer, Message)
         assert answer.parts[0].text == "you said: hi"
@@ -143,8 +140,8 @@ async def test_a_message_answer_creates_no_task(tmp_path: Path) -> None:
         assert (await host.store.list_tasks("test", "alice")).total_size == 0
 
 
-async def test_an_executor_that_raises_ends_its_task_failed_with_the_reason(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_an_executor_that_raises_ends_its_task_failed_with_the_reason(database: str) -> None:
+    async with running_host(database) as host:
         task = await sent_task(host, "raise")
         assert task.status.state is TaskState.FAILED
         assert task.status.message is not None
@@ -154,47 +151,47 @@ async def test_an_executor_that_raises_ends_its_task_failed_with_the_reason(tmp_
 
 
 async def test_an_executor_that_raises_before_any_event_still_yields_a_failed_task(
-    tmp_path: Path,
+    database: str,
 ) -> None:
-    async with running_host(tmp_path) as host:
+    async with running_host(database) as host:
         task = await sent_task(host, "raise-now")
         assert task.status.state is TaskState.FAILED
         assert await states_of(host, task.id) == ["TASK_STATE_SUBMITTED", "TASK_STATE_FAILED"]
 
 
 async def test_an_executor_that_produces_nothing_is_an_invalid_agent_response(
-    tmp_path: Path,
+    database: str,
 ) -> None:
-    async with running_host(tmp_path) as host:
+    async with running_host(database) as host:
         with pytest.raises(InvalidAgentResponseError):
             await host.send_message(request("silent"), ALICE)
 
 
 async def test_an_executor_that_returns_leaving_work_unfinished_ends_the_task_failed(
-    tmp_path: Path,
+    database: str,
 ) -> None:
-    async with running_host(tmp_path) as host:
+    async with running_host(database) as host:
         task = await sent_task(host, "forget")
         assert task.status.state is TaskState.FAILED
 
 
-async def test_an_illegal_transition_is_refused_and_never_stored(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_an_illegal_transition_is_refused_and_never_stored(database: str) -> None:
+    async with running_host(database) as host:
         task = await sent_task(host, "illegal")
         assert task.status.state is TaskState.COMPLETED
         assert await states_of(host, task.id) == COMPLETED_LOG
 
 
-async def test_rejection_from_submitted_is_final(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_rejection_from_submitted_is_final(database: str) -> None:
+    async with running_host(database) as host:
         task = await sent_task(host, "reject")
         assert task.status.state is TaskState.REJECTED
         with pytest.raises(UnsupportedOperationError):
             await host.send_message(request("echo more", task_id=task.id), ALICE)
 
 
-async def test_input_required_task_continues_on_a_message_with_its_task_id(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_input_required_task_continues_on_a_message_with_its_task_id(database: str) -> None:
+    async with running_host(database) as host:
         asked = await sent_task(host, "ask")
         assert asked.status.state is TaskState.INPUT_REQUIRED
         answered = await sent_task(host, "Ada", task_id=asked.id)
@@ -204,21 +201,21 @@ async def test_input_required_task_continues_on_a_message_with_its_task_id(tmp_p
         assert texts == ["ask", "What is your name?", "Ada", "done"]
 
 
-async def test_message_for_a_final_task_is_unsupported(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_message_for_a_final_task_is_unsupported(database: str) -> None:
+    async with running_host(database) as host:
         task = await sent_task(host, "echo once")
         with pytest.raises(UnsupportedOperationError):
             await host.send_message(request("echo twice", task_id=task.id), ALICE)
 
 
-async def test_message_for_an_unknown_task_is_task_not_found(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_message_for_an_unknown_task_is_task_not_found(database: str) -> None:
+    async with running_host(database) as host:
         with pytest.raises(TaskNotFoundError):
             await host.send_message(request("echo", task_id="no-such-task"), ALICE)
 
 
-async def test_another_callers_task_is_not_found(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_another_callers_task_is_not_found(database: str) -> None:
+    async with running_host(database) as host:
         task = await sent_task(host, "ask")
         with pytest.raises(TaskNotFoundError):
             await host.get_task(GetTaskRequest(id=task.id), BOB)
@@ -229,10 +226,10 @@ async def test_another_callers_task_is_not_found(tmp_path: Path) -> None:
 
 
 async def test_messages_to_one_task_run_one_after_another(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
         first = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
         outcome: list[BaseException] = []
@@ -254,18 +251,18 @@ async def test_messages_to_one_task_run_one_after_another(
         assert executor.executions == 1
 
 
-async def test_cancel_of_completed_task_is_not_cancelable(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_cancel_of_completed_task_is_not_cancelable(database: str) -> None:
+    async with running_host(database) as host:
         task = await sent_task(host, "echo done")
         with pytest.raises(TaskNotCancelableError):
             await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
 
 
 async def test_cancel_calls_the_executor_and_ends_the_task_canceled(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
         canceled = await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
@@ -273,18 +270,18 @@ async def test_cancel_calls_the_executor_and_ends_the_task_canceled(
         assert executor.cancel_calls == 1
 
 
-async def test_cancel_of_an_input_required_task_ends_it_canceled(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_cancel_of_an_input_required_task_ends_it_canceled(database: str) -> None:
+    async with running_host(database) as host:
         task = await sent_task(host, "ask")
         canceled = await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
         assert canceled.status.state is TaskState.CANCELED
 
 
 async def test_an_executor_ignoring_cancel_is_stopped_once_its_task_is_canceled(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor, cancel_grace=5.0) as host:
+    async with running_host(database, executor, cancel_grace=5.0) as host:
         task = await sent_task(host, "stubborn", return_immediately=True)
         await trio.sleep(1)
         canceled = await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
@@ -296,10 +293,10 @@ async def test_an_executor_ignoring_cancel_is_stopped_once_its_task_is_canceled(
 
 
 async def test_an_executor_working_in_a_loop_stops_within_50_ms_of_the_cancel_answer(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor, cancel_grace=5.0) as host:
+    async with running_host(database, executor, cancel_grace=5.0) as host:
         task = await sent_task(host, "loop", return_immediately=True)
         await trio.sleep(1.05)
         canceled = await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
@@ -313,10 +310,10 @@ async def test_an_executor_working_in_a_loop_stops_within_50_ms_of_the_cancel_an
 
 
 async def test_shutdown_waits_for_the_grace_period_then_fails_running_tasks(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor, shutdown_grace=10.0) as host:
+    async with running_host(database, executor, shutdown_grace=10.0) as host:
         task = await sent_task(host, "stubborn", return_immediately=True)
         await trio.sleep(1)
         started = trio.current_time()
@@ -328,29 +325,32 @@ async def test_shutdown_waits_for_the_grace_period_then_fails_running_tasks(
 
 
 async def test_a_host_cancelled_from_outside_fails_running_tasks_at_once_and_records_it(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     # A server that stops hard (its lifespan cut off) skips the grace, not the record.
-    store = SqliteStore(tmp_path / "host.db")
-    host = AgentHost(name="test", executor=ScriptedExecutor(), store=store)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(host.run)
-        task = await sent_task(host, "stubborn", return_immediately=True)
-        await trio.sleep(1)
-        cancelled_at = trio.current_time()
-        nursery.cancel_scope.cancel()
-    assert trio.current_time() - cancelled_at < 0.1
-    stored = await store.get_task("test", task.id, owner=None)
-    assert stored is not None and stored.state is TaskState.FAILED
-    assert stored.task.status.message is not None
-    assert stored.task.status.message.parts[0].text == SHUTDOWN_REASON
-    await store.aclose()
+    store = store_at(database)
+    await store.open()
+    try:
+        host = AgentHost(name="test", executor=ScriptedExecutor(), store=store)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(host.run)
+            task = await sent_task(host, "stubborn", return_immediately=True)
+            await trio.sleep(1)
+            cancelled_at = trio.current_time()
+            nursery.cancel_scope.cancel()
+        assert trio.current_time() - cancelled_at < 0.1
+        stored = await store.get_task("test", task.id, owner=None)
+        assert stored is not None and stored.state is TaskState.FAILED
+        assert stored.task.status.message is not None
+        assert stored.task.status.message.parts[0].text == SHUTDOWN_REASON
+    finally:
+        await store.aclose()
 
 
 async def test_begin_close_now_ends_a_grace_under_way(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
-    async with running_host(tmp_path, shutdown_grace=10.0) as host:
+    async with running_host(database, shutdown_grace=10.0) as host:
         task = await sent_task(host, "stubborn", return_immediately=True)
         host.begin_close()
         await trio.sleep(2)
@@ -363,9 +363,9 @@ async def test_begin_close_now_ends_a_grace_under_way(
 
 
 async def test_a_subscription_to_a_waiting_task_ends_when_the_host_closes(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
-    async with running_host(tmp_path) as host:
+    async with running_host(database) as host:
         task = await sent_task(host, "ask")
         stream = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
         received: list[StreamResponse] = []
@@ -388,8 +388,8 @@ async def test_a_subscription_to_a_waiting_task_ends_when_the_host_closes(
         assert snapshot.task.status.state is TaskState.INPUT_REQUIRED
 
 
-async def test_tasks_left_running_by_a_crash_are_failed_at_start(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "host.db")
+async def test_tasks_left_running_by_a_crash_are_failed_at_start(database: str) -> None:
+    store = store_at(database)
     running = Task.model_validate(
         {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_WORKING"}}
     )
@@ -400,7 +400,7 @@ async def test_tasks_left_running_by_a_crash_are_failed_at_start(tmp_path: Path)
     for task in (running, waiting):
         await create_task(store, "test", "alice", task)
     await store.aclose()
-    async with running_host(tmp_path) as host:
+    async with running_host(database) as host:
         assert (
             await host.get_task(GetTaskRequest(id="t1"), ALICE)
         ).status.state is TaskState.FAILED
@@ -410,8 +410,8 @@ async def test_tasks_left_running_by_a_crash_are_failed_at_start(tmp_path: Path)
         ).status.state is TaskState.INPUT_REQUIRED
 
 
-async def test_stream_starts_with_the_task_and_ends_after_the_final_event(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_stream_starts_with_the_task_and_ends_after_the_final_event(database: str) -> None:
+    async with running_host(database) as host:
         stream = await host.stream_message(request("echo streamed"), ALICE)
         kinds = []
         async for seq, response in stream:
@@ -424,8 +424,8 @@ async def test_stream_starts_with_the_task_and_ends_after_the_final_event(tmp_pa
         ]
 
 
-async def test_a_continued_task_streams_from_its_current_snapshot(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_a_continued_task_streams_from_its_current_snapshot(database: str) -> None:
+    async with running_host(database) as host:
         asked = await sent_task(host, "ask")
         stream = await host.stream_message(request("Ada", task_id=asked.id), ALICE)
         events = [response async for _, response in stream]
@@ -436,10 +436,10 @@ async def test_a_continued_task_streams_from_its_current_snapshot(tmp_path: Path
 
 
 async def test_subscribers_see_the_snapshot_then_every_event_until_the_end(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
         first = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
@@ -452,25 +452,25 @@ async def test_subscribers_see_the_snapshot_then_every_event_until_the_end(
         assert "TASK_STATE_COMPLETED" in seen_first[-1]
 
 
-async def test_subscribe_to_a_final_task_is_unsupported(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_subscribe_to_a_final_task_is_unsupported(database: str) -> None:
+    async with running_host(database) as host:
         task = await sent_task(host, "echo")
         with pytest.raises(UnsupportedOperationError):
             await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
 
 
-async def test_a_subscriber_resumes_after_its_last_event_id(tmp_path: Path) -> None:
-    async with running_host(tmp_path) as host:
+async def test_a_subscriber_resumes_after_its_last_event_id(database: str) -> None:
+    async with running_host(database) as host:
         task = await sent_task(host, "echo resumed")
         stream = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE, last_event_id=2)
         assert [seq async for seq, _ in stream] == [3, 4]
 
 
 async def test_a_lagging_subscriber_catches_up_from_the_log(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor, feed_window=1) as host:
+    async with running_host(database, executor, feed_window=1) as host:
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
         stream = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
@@ -518,24 +518,27 @@ async def _send_together(host: AgentHost, start: trio.Event, *texts: str) -> dic
 
 @asynccontextmanager
 async def _faulty_host(
-    tmp_path: Path, fault: str
+    database: str, *, sqlite: str, postgresql: tuple[list[str], list[str]]
 ) -> AsyncIterator[tuple[AgentHost, _TogetherExecutor]]:
-    """A host on a database that carries ``fault`` (real SQL), with gated executions."""
+    """A host on a database that carries a fault (real SQL), with gated executions."""
     executor = _TogetherExecutor()
-    async with running_host(tmp_path, executor) as host:  # type: ignore[arg-type]
-        sqlite_of(host).db.conn.executescript(fault)
-        yield host, executor
+    async with running_host(database, executor) as host:  # type: ignore[arg-type]
+        with broken(host.store, sqlite=sqlite, postgresql=postgresql):
+            yield host, executor
 
 
 async def test_a_task_whose_events_cannot_be_stored_costs_no_other_task_its_events(
-    tmp_path: Path,
+    database: str,
 ) -> None:
-    # A real SQLite failure for one task's artifact only.
+    # A real database failure for one task's artifact only.
     async with _faulty_host(
-        tmp_path,
-        "CREATE TRIGGER poison BEFORE INSERT ON task_events"
+        database,
+        sqlite="CREATE TRIGGER poison BEFORE INSERT ON task_events"
         " WHEN NEW.kind = 'artifact' AND NEW.payload LIKE '%poison%'"
         " BEGIN SELECT RAISE(ABORT, 'poisoned artifact'); END;",
+        postgresql=raising_trigger(
+            "poison", "task_events", "NEW.kind = 'artifact' AND NEW.payload::text LIKE '%poison%'"
+        ),
     ) as (host, executor):
         answers = await _send_together(host, executor.start, "clean one", "poison", "clean two")
         for text in ("clean one", "clean two"):
@@ -552,12 +555,18 @@ async def test_a_task_whose_events_cannot_be_stored_costs_no_other_task_its_even
 
 
 async def test_a_failed_commit_publishes_nothing_of_its_round_and_the_host_goes_on(
-    tmp_path: Path,
+    database: str,
 ) -> None:
-    # A deferred foreign key broken by one task's artifact fails the COMMIT itself.
+    # A deferred constraint broken by one task's artifact fails the COMMIT itself.
     async with _faulty_host(
-        tmp_path,
-        "PRAGMA foreign_keys = ON;"
+        database,
+        postgresql=raising_trigger(
+            "doom",
+            "task_events",
+            "NEW.kind = 'artifact' AND NEW.payload::text LIKE '%doom%'",
+            deferred=True,
+        ),
+        sqlite="PRAGMA foreign_keys = ON;"
         " CREATE TABLE doom_parent (id INTEGER PRIMARY KEY);"
         " CREATE TABLE doom_child (parent INTEGER"
         "  REFERENCES doom_parent (id) DEFERRABLE INITIALLY DEFERRED);"
@@ -591,9 +600,9 @@ class _LeakyExecutor(AgentExecutor):
         await updater.complete()
 
 
-async def test_a_queue_used_after_its_execution_ended_is_closed(tmp_path: Path) -> None:
+async def test_a_queue_used_after_its_execution_ended_is_closed(database: str) -> None:
     executor = _LeakyExecutor()
-    async with running_host(tmp_path, executor) as host:  # type: ignore[arg-type]
+    async with running_host(database, executor) as host:  # type: ignore[arg-type]
         task = await sent_task(host, "hello")
         late = TaskUpdater(executor.queues[0], task.id, task.context_id or "")
         with pytest.raises(trio.ClosedResourceError):
@@ -606,21 +615,26 @@ async def test_a_queue_used_after_its_execution_ended_is_closed(tmp_path: Path) 
 
 
 async def test_a_cancel_that_cannot_be_stored_answers_an_error_and_the_host_goes_on(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
-    # A real SQLite failure for every CANCELED status, the canceller's and the host's.
+    # A real database failure for every CANCELED status, the canceller's and the host's.
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
-        sqlite_of(host).db.conn.execute(
-            "CREATE TRIGGER no_cancel BEFORE INSERT ON task_events"
+    async with running_host(database, executor) as host:
+        no_cancel = broken(
+            host.store,
+            sqlite="CREATE TRIGGER no_cancel BEFORE INSERT ON task_events"
             " WHEN NEW.payload LIKE '%TASK_STATE_CANCELED%'"
-            " BEGIN SELECT RAISE(ABORT, 'no cancel'); END"
+            " BEGIN SELECT RAISE(ABORT, 'no cancel'); END",
+            postgresql=raising_trigger(
+                "no_cancel", "task_events", "NEW.payload::text LIKE '%TASK_STATE_CANCELED%'"
+            ),
         )
-        task = await sent_task(host, "hold", return_immediately=True)
-        await executor.gate.reached.wait()
-        with pytest.raises(InternalError):
-            await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
-        # Nothing claims the task was canceled, and the host serves the next message.
-        assert "TASK_STATE_CANCELED" not in await states_of(host, task.id)
-        later = await sent_task(host, "echo later")
-        assert later.status.state is TaskState.COMPLETED
+        with no_cancel:
+            task = await sent_task(host, "hold", return_immediately=True)
+            await executor.gate.reached.wait()
+            with pytest.raises(InternalError):
+                await host.cancel_task(CancelTaskRequest(id=task.id), ALICE)
+            # Nothing claims the task was canceled, and the host serves the next message.
+            assert "TASK_STATE_CANCELED" not in await states_of(host, task.id)
+            later = await sent_task(host, "echo later")
+            assert later.status.state is TaskState.COMPLETED

@@ -11,10 +11,9 @@ the executor and nothing else.
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, closing
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from a2a_trio.push import PushSettings
 from .agents import ScriptedExecutor
 from .callers import BEARER, anonymised, caller, secured_card
 from .conftest import LiveServer, live_server, user_message
+from .postgres import rows
 from .test_bindings import BINDINGS, Binding
 
 ALICE_TOKEN = "t-alice"
@@ -82,7 +82,7 @@ class Parties:
 
 
 @asynccontextmanager
-async def parties(tmp_path: Path, *, required: bool) -> AsyncIterator[Parties]:
+async def parties(tmp_path: Path, database: str, *, required: bool) -> AsyncIterator[Parties]:
     """The agent with a Bearer scheme, required or merely declared."""
     executor = CredentialRecorder()
     card = secured_card({"bearer": BEARER}, [{"bearer": []}] if required else [])
@@ -101,7 +101,9 @@ async def parties(tmp_path: Path, *, required: bool) -> AsyncIterator[Parties]:
     push = PushSettings(allowed_hosts=("example.com",), max_attempts=1)
     host = HostSettings(shutdown_grace=1.0)
     async with (
-        live_server(tmp_path, mount, push_settings=push, host_settings=host) as server,
+        live_server(
+            tmp_path, mount, push_settings=push, host_settings=host, database=database
+        ) as server,
         caller(server, bearer=ALICE_TOKEN) as alice,
         caller(server, bearer=BOB_TOKEN) as bob,
         caller(server) as anonymous,
@@ -113,16 +115,16 @@ async def parties(tmp_path: Path, *, required: bool) -> AsyncIterator[Parties]:
 
 
 @pytest.fixture
-async def secured(tmp_path: Path) -> AsyncIterator[Parties]:
+async def secured(tmp_path: Path, database: str) -> AsyncIterator[Parties]:
     """Every protocol request must present a valid bearer token."""
-    async with parties(tmp_path, required=True) as p:
+    async with parties(tmp_path, database, required=True) as p:
         yield p
 
 
 @pytest.fixture
-async def open_door(tmp_path: Path) -> AsyncIterator[Parties]:
+async def open_door(tmp_path: Path, database: str) -> AsyncIterator[Parties]:
     """The card declares the Bearer scheme but no requirement: anyone may call."""
-    async with parties(tmp_path, required=False) as p:
+    async with parties(tmp_path, database, required=False) as p:
         yield p
 
 
@@ -350,7 +352,7 @@ async def test_an_unauthenticated_task_is_not_found_for_alice(
 @pytest.mark.parametrize("placement", ["message", "request"])
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_in_band_credentials_complete_an_auth_required_task_and_are_not_stored(
-    secured: Parties, binding: str, placement: str
+    secured: Parties, database: str, binding: str, placement: str
 ) -> None:
     alice = Binding(secured.alice, binding)
     task = (await alice.send("auth"))["task"]
@@ -375,11 +377,12 @@ async def test_in_band_credentials_complete_an_auth_required_task_and_are_not_st
     assert "in-band-secret" not in json.dumps(stored)
     [sent] = [m for m in stored["history"] if m["messageId"] == message["messageId"]]
     assert sent["metadata"] == {"note": "kept"}
-    with closing(sqlite3.connect(secured.server.app.store.path)) as db:
-        rows = db.execute(
-            "SELECT payload FROM task_events WHERE task_id = ?"
-            " UNION ALL SELECT snapshot FROM tasks WHERE id = ?",
-            (task["id"], task["id"]),
-        ).fetchall()
-    assert any("signed in" in row for (row,) in rows)  # the continuation is in the log
-    assert not any("in-band-secret" in row for (row,) in rows)
+    written = rows(
+        database,
+        "SELECT CAST(payload AS text) FROM task_events WHERE task_id = ?"
+        " UNION ALL SELECT CAST(snapshot AS text) FROM tasks WHERE id = ?",
+        task["id"],
+        task["id"],
+    )
+    assert any("signed in" in row for (row,) in written)  # the continuation is in the log
+    assert not any("in-band-secret" in row for (row,) in written)

@@ -34,7 +34,7 @@ from a2a_trio.store.records import encode_page_token
 from a2a_trio.store.rounds import StaleTask
 from a2a_trio.store.url import PostgresLocation
 
-from .postgres import admin_connect
+from .postgres import admin_connect, empty_data_tables
 from .store_contract import *  # noqa: F403  (the contract runs against this backend)
 from .store_contract import (
     AGENT,
@@ -47,8 +47,6 @@ from .store_contract import (
     record,
 )
 
-DATA_TABLES = "tasks, task_events, push_configs, push_outbox, push_attempts, message_receipts"
-
 
 @pytest.fixture
 async def store(postgres: PostgresLocation) -> AsyncIterator[PostgresStore]:
@@ -56,8 +54,7 @@ async def store(postgres: PostgresLocation) -> AsyncIterator[PostgresStore]:
     opened = PostgresStore(postgres)
     await opened.open()
     try:
-        with admin_connect(postgres) as admin:
-            admin.execute(f"TRUNCATE {DATA_TABLES} RESTART IDENTITY")
+        empty_data_tables(postgres)
         yield opened
     finally:
         await opened.aclose()

@@ -25,10 +25,11 @@ from a2a_trio import A2AApp
 from a2a_trio.protocol import AgentCapabilities
 from a2a_trio.push import AddressScreen, PushDispatcher, PushSettings, ScreenedTarget
 from a2a_trio.push.screening import system_resolver
-from a2a_trio.store import Delivery, SqliteStore
+from a2a_trio.store import Delivery
 
 from .agents import ScriptedExecutor
-from .conftest import LiveServer, live_server, make_card, user_message
+from .conftest import LiveServer, live_server, make_card, user_message, worker_aware
+from .postgres import broken, raising_trigger
 from .webhooks import Received, Reply, WebhookReceiver, webhook_receiver
 
 #: The receiver listens on loopback, which screening refuses unless allow-listed.
@@ -48,13 +49,13 @@ ECHO_UPDATES = [
 
 
 @pytest.fixture
-def idle_clock() -> trio.testing.MockClock:
+def idle_clock(monkeypatch: pytest.MonkeyPatch) -> trio.testing.MockClock:
     """trio's clock for this run: jumps to the next deadline after 50 ms of real idleness.
 
     (A threshold of 0 would jump while a request is on the wire and time out
-    every attempt.)
+    every attempt.) Nor does it jump while a worker thread runs a query.
     """
-    return trio.testing.MockClock(autojump_threshold=0.05)
+    return worker_aware(trio.testing.MockClock(autojump_threshold=0.05), monkeypatch)
 
 
 #: A wall clock that moves with trio's clock. The dispatcher stores due times on
@@ -77,11 +78,15 @@ async def push_server(
     settings: PushSettings = ALLOW_RECEIVER,
     *,
     executor: ScriptedExecutor | None = None,
+    database: str | None = None,
     screen: AddressScreen | None = None,
     on_trio_clock: bool = False,
     push_notifications: bool = True,
 ) -> AsyncIterator[LiveServer]:
-    """A live server with the scripted agent; ``screen`` and the clock replace the defaults."""
+    """A live server with the scripted agent; ``screen`` and the clock replace the defaults.
+
+    Its database is ``database`` (a URL), or a SQLite file in ``tmp_path``.
+    """
 
     def configure(app: A2AApp) -> None:
         if screen is not None or on_trio_clock:
@@ -101,15 +106,10 @@ async def push_server(
             executor=executor or ScriptedExecutor(),
         )
 
-    async with live_server(tmp_path, configure, push_settings=settings) as server:
+    async with live_server(
+        tmp_path, configure, push_settings=settings, database=database or tmp_path / "a2a.db"
+    ) as server:
         yield server
-
-
-def sqlite_of(server: LiveServer) -> SqliteStore:
-    """The server's store, connected: these servers run on SQLite files."""
-    store = server.app.store
-    assert isinstance(store, SqliteStore)
-    return store.connect()
 
 
 def webhook(
@@ -237,8 +237,9 @@ def statuses(delivery: Delivery) -> list[int | None]:
 
 async def test_each_update_is_posted_in_order_as_the_event_its_stream_carries(
     tmp_path: Path,
+    database: str,
 ) -> None:
-    async with webhook_receiver() as hook, push_server(tmp_path) as server:
+    async with webhook_receiver() as hook, push_server(tmp_path, database=database) as server:
         task, received, _ = await echo_delivered(server, hook, 4)
         log = await replayed_log(server, task["id"])
     assert [seq for seq, _ in log] == [1, 2, 3, 4]
@@ -250,8 +251,8 @@ async def test_each_update_is_posted_in_order_as_the_event_its_stream_carries(
     )
 
 
-async def test_a_notification_is_a_json_post_with_its_length(tmp_path: Path) -> None:
-    async with webhook_receiver() as hook, push_server(tmp_path) as server:
+async def test_a_notification_is_a_json_post_with_its_length(tmp_path: Path, database: str) -> None:
+    async with webhook_receiver() as hook, push_server(tmp_path, database=database) as server:
         _, received, _ = await echo_delivered(server, hook, 4)
     for request in received:
         assert (request.method, request.path) == ("POST", "/hook")
@@ -262,15 +263,18 @@ async def test_a_notification_is_a_json_post_with_its_length(tmp_path: Path) -> 
 
 async def test_a_notification_carries_the_credentials_and_token_of_its_config(
     tmp_path: Path,
+    database: str,
 ) -> None:
-    async with webhook_receiver() as hook, push_server(tmp_path) as server:
+    async with webhook_receiver() as hook, push_server(tmp_path, database=database) as server:
         _, received, _ = await echo_delivered(server, hook, 4)
     assert {request.headers["authorization"] for request in received} == {f"Bearer {CREDENTIALS}"}
     assert {request.headers["x-a2a-notification-token"] for request in received} == {TOKEN}
 
 
-async def test_each_notification_has_its_own_id_as_the_store_records_it(tmp_path: Path) -> None:
-    async with webhook_receiver() as hook, push_server(tmp_path) as server:
+async def test_each_notification_has_its_own_id_as_the_store_records_it(
+    tmp_path: Path, database: str
+) -> None:
+    async with webhook_receiver() as hook, push_server(tmp_path, database=database) as server:
         _, received, deliveries = await echo_delivered(server, hook, 4)
     ids = [request.notification_id for request in received]
     assert len(set(ids)) == 4
@@ -283,8 +287,9 @@ async def test_each_notification_has_its_own_id_as_the_store_records_it(tmp_path
 
 async def test_a_config_without_token_or_authentication_sends_neither_header(
     tmp_path: Path,
+    database: str,
 ) -> None:
-    async with webhook_receiver() as hook, push_server(tmp_path) as server:
+    async with webhook_receiver() as hook, push_server(tmp_path, database=database) as server:
         _, received, _ = await echo_delivered(server, hook, 4, token=None, credentials=None)
     for request in received:
         assert "authorization" not in request.headers
@@ -293,9 +298,13 @@ async def test_a_config_without_token_or_authentication_sends_neither_header(
 
 async def test_a_config_created_for_a_running_task_gets_the_updates_from_then_on(
     tmp_path: Path,
+    database: str,
 ) -> None:
     executor = ScriptedExecutor()
-    async with webhook_receiver() as hook, push_server(tmp_path, executor=executor) as server:
+    async with (
+        webhook_receiver() as hook,
+        push_server(tmp_path, database=database, executor=executor) as server,
+    ):
         task = await send(server, "hold on", return_immediately=True)
         with trio.fail_after(10):
             await executor.gate.reached.wait()
@@ -322,8 +331,9 @@ async def test_a_config_created_for_a_running_task_gets_the_updates_from_then_on
 
 async def test_two_configs_of_one_task_each_receive_every_update_in_order(
     tmp_path: Path,
+    database: str,
 ) -> None:
-    async with webhook_receiver() as hook, push_server(tmp_path) as server:
+    async with webhook_receiver() as hook, push_server(tmp_path, database=database) as server:
         asked = await send(
             server, "ask me", config=webhook(hook.url_for("/a"), config_id="a", token="token-a")
         )
@@ -352,11 +362,11 @@ async def test_two_configs_of_one_task_each_receive_every_update_in_order(
 
 
 async def test_a_5xx_is_retried_with_the_same_notification_id_until_delivered(
-    tmp_path: Path, idle_clock: trio.testing.MockClock
+    tmp_path: Path, database: str, idle_clock: trio.testing.MockClock
 ) -> None:
     async with (
         webhook_receiver(Reply(503), Reply(503)) as hook,
-        push_server(tmp_path, on_trio_clock=True) as server,
+        push_server(tmp_path, database=database, on_trio_clock=True) as server,
     ):
         _, received, deliveries = await echo_delivered(server, hook, 6)
     first = received[:3]
@@ -374,12 +384,12 @@ async def test_a_5xx_is_retried_with_the_same_notification_id_until_delivered(
 
 
 async def test_retries_wait_the_backoff_doubling_from_its_base(
-    tmp_path: Path, idle_clock: trio.testing.MockClock
+    tmp_path: Path, database: str, idle_clock: trio.testing.MockClock
 ) -> None:
     settings = dataclasses.replace(ALLOW_RECEIVER, backoff=0.5, max_attempts=4)
     async with (
         webhook_receiver(Reply(500), Reply(502), Reply(503)) as hook,
-        push_server(tmp_path, settings, on_trio_clock=True) as server,
+        push_server(tmp_path, settings, database=database, on_trio_clock=True) as server,
     ):
         _, received, deliveries = await echo_delivered(server, hook, 7)
     times = [request.at for request in received[:4]]
@@ -389,11 +399,11 @@ async def test_retries_wait_the_backoff_doubling_from_its_base(
 
 
 async def test_retry_after_in_seconds_sets_the_wait_before_the_retry(
-    tmp_path: Path, idle_clock: trio.testing.MockClock
+    tmp_path: Path, database: str, idle_clock: trio.testing.MockClock
 ) -> None:
     async with (
         webhook_receiver(Reply(429, headers={"Retry-After": "2"})) as hook,
-        push_server(tmp_path, on_trio_clock=True) as server,
+        push_server(tmp_path, database=database, on_trio_clock=True) as server,
     ):
         _, received, deliveries = await echo_delivered(server, hook, 5)
     assert received[1].at - received[0].at == pytest.approx(2.0, abs=0.01)
@@ -402,12 +412,12 @@ async def test_retry_after_in_seconds_sets_the_wait_before_the_retry(
 
 
 async def test_a_receiver_that_keeps_failing_leaves_a_dead_letter_and_the_lane_goes_on(
-    tmp_path: Path, idle_clock: trio.testing.MockClock
+    tmp_path: Path, database: str, idle_clock: trio.testing.MockClock
 ) -> None:
     settings = dataclasses.replace(ALLOW_RECEIVER, max_attempts=3)
     async with (
         webhook_receiver(Reply(500), Reply(500), Reply(500)) as hook,
-        push_server(tmp_path, settings, on_trio_clock=True) as server,
+        push_server(tmp_path, settings, database=database, on_trio_clock=True) as server,
     ):
         _, received, deliveries = await echo_delivered(server, hook, 6)
     assert (deliveries[0].state, deliveries[0].attempts_made) == ("failed", 3)
@@ -417,12 +427,12 @@ async def test_a_receiver_that_keeps_failing_leaves_a_dead_letter_and_the_lane_g
 
 
 async def test_a_receiver_that_does_not_answer_in_time_fails_each_attempt_then_gives_up(
-    tmp_path: Path, idle_clock: trio.testing.MockClock
+    tmp_path: Path, database: str, idle_clock: trio.testing.MockClock
 ) -> None:
     settings = dataclasses.replace(ALLOW_RECEIVER, timeout=1.0, max_attempts=3)
     async with (
         webhook_receiver(default=Reply(delay=600)) as hook,
-        push_server(tmp_path, settings, on_trio_clock=True) as server,
+        push_server(tmp_path, settings, database=database, on_trio_clock=True) as server,
     ):
         task = await send(server, "echo hello", config=webhook(hook.url))
         with trio.fail_after(SETTLE_TIMEOUT):
@@ -449,8 +459,9 @@ async def test_a_receiver_that_does_not_answer_in_time_fails_each_attempt_then_g
 
 async def test_a_redirect_is_not_followed_and_the_notification_is_a_dead_letter(
     tmp_path: Path,
+    database: str,
 ) -> None:
-    async with webhook_receiver() as hook, push_server(tmp_path) as server:
+    async with webhook_receiver() as hook, push_server(tmp_path, database=database) as server:
         hook.script(Reply(302, headers={"Location": hook.url_for("/elsewhere")}))
         _, received, deliveries = await echo_delivered(server, hook, 4)
     assert [request.path for request in received] == ["/hook"] * 4
@@ -460,8 +471,10 @@ async def test_a_redirect_is_not_followed_and_the_notification_is_a_dead_letter(
     assert deliveries[0].last_error is not None and "redirect" in deliveries[0].last_error
 
 
-async def test_updates_after_a_redirected_one_are_still_delivered(tmp_path: Path) -> None:
-    async with webhook_receiver() as hook, push_server(tmp_path) as server:
+async def test_updates_after_a_redirected_one_are_still_delivered(
+    tmp_path: Path, database: str
+) -> None:
+    async with webhook_receiver() as hook, push_server(tmp_path, database=database) as server:
         hook.script(Reply(302, headers={"Location": hook.url_for("/elsewhere")}))
         _, received, deliveries = await echo_delivered(server, hook, 4)
     assert described(received) == ECHO_UPDATES
@@ -470,8 +483,11 @@ async def test_updates_after_a_redirected_one_are_still_delivered(tmp_path: Path
 
 
 @pytest.mark.parametrize("status", [400, 404])
-async def test_a_client_error_is_not_retried(tmp_path: Path, status: int) -> None:
-    async with webhook_receiver(Reply(status)) as hook, push_server(tmp_path) as server:
+async def test_a_client_error_is_not_retried(tmp_path: Path, database: str, status: int) -> None:
+    async with (
+        webhook_receiver(Reply(status)) as hook,
+        push_server(tmp_path, database=database) as server,
+    ):
         _, received, deliveries = await echo_delivered(server, hook, 4)
     # Four requests for four updates: the refused one was not sent again.
     assert len({request.notification_id for request in received}) == 4
@@ -481,11 +497,11 @@ async def test_a_client_error_is_not_retried(tmp_path: Path, status: int) -> Non
 
 
 async def test_a_malformed_retry_after_falls_back_to_the_backoff(
-    tmp_path: Path, idle_clock: trio.testing.MockClock
+    tmp_path: Path, database: str, idle_clock: trio.testing.MockClock
 ) -> None:
     async with (
         webhook_receiver(Reply(503, headers={"Retry-After": "²"})) as hook,
-        push_server(tmp_path, on_trio_clock=True) as server,
+        push_server(tmp_path, database=database, on_trio_clock=True) as server,
     ):
         _, received, deliveries = await echo_delivered(server, hook, 5)
     assert received[1].at - received[0].at == pytest.approx(0.5, abs=0.01)
@@ -494,10 +510,11 @@ async def test_a_malformed_retry_after_falls_back_to_the_backoff(
 
 async def test_a_receiver_answering_a_malformed_retry_after_does_not_stop_the_agent(
     tmp_path: Path,
+    database: str,
 ) -> None:
     async with (
         webhook_receiver(Reply(503, headers={"Retry-After": "²"})) as hook,
-        push_server(tmp_path) as server,
+        push_server(tmp_path, database=database) as server,
     ):
         await send(server, "echo hello", config=webhook(hook.url))
         with trio.fail_after(10):
@@ -522,9 +539,10 @@ async def timed_send(server: LiveServer, text: str, **kw: Any) -> tuple[float, f
 
 async def test_a_slow_webhook_does_not_delay_a_blocking_send_in_queued_mode(
     tmp_path: Path,
+    database: str,
 ) -> None:
     # Real time, on purpose: the claim is about what a client waits.
-    async with webhook_receiver() as hook, push_server(tmp_path) as server:
+    async with webhook_receiver() as hook, push_server(tmp_path, database=database) as server:
         # A first task to the same webhook, answered at once: the dispatcher's
         # HTTP client for the receiver exists before anything is measured.
         await timed_send(server, "echo warm up", config=webhook(hook.url))
@@ -550,11 +568,11 @@ DIRECT = dataclasses.replace(ALLOW_RECEIVER, queue=False)
 
 
 async def test_direct_mode_delivers_every_update_in_order(
-    tmp_path: Path, idle_clock: trio.testing.MockClock
+    tmp_path: Path, database: str, idle_clock: trio.testing.MockClock
 ) -> None:
     async with (
         webhook_receiver(default=Reply(delay=1.0)) as hook,
-        push_server(tmp_path, DIRECT) as server,
+        push_server(tmp_path, DIRECT, database=database) as server,
     ):
         task, received, deliveries = await echo_delivered(server, hook, 4)
         log = await replayed_log(server, task["id"])
@@ -563,12 +581,12 @@ async def test_direct_mode_delivers_every_update_in_order(
 
 
 async def test_direct_mode_delivers_each_update_before_the_agent_goes_on(
-    tmp_path: Path, idle_clock: trio.testing.MockClock
+    tmp_path: Path, database: str, idle_clock: trio.testing.MockClock
 ) -> None:
     arrivals: list[float] = []
     async with (
         webhook_receiver(default=Reply(delay=1.0)) as hook,
-        push_server(tmp_path, DIRECT) as server,
+        push_server(tmp_path, DIRECT, database=database) as server,
     ):
         body = {
             "message": user_message("echo hello"),
@@ -587,11 +605,11 @@ async def test_direct_mode_delivers_each_update_before_the_agent_goes_on(
 
 
 async def test_direct_mode_answers_a_blocking_send_after_every_update_was_delivered(
-    tmp_path: Path, idle_clock: trio.testing.MockClock
+    tmp_path: Path, database: str, idle_clock: trio.testing.MockClock
 ) -> None:
     async with (
         webhook_receiver(default=Reply(delay=1.0)) as hook,
-        push_server(tmp_path, DIRECT) as server,
+        push_server(tmp_path, DIRECT, database=database) as server,
     ):
         _, answered = await timed_send(server, "echo hello", config=webhook(hook.url))
         delivered_before = [r for r in hook.requests if r.answered_at is not None]
@@ -624,9 +642,13 @@ class PinnedNameScreen(AddressScreen):
 
 async def test_delivery_connects_to_the_checked_address_and_names_the_host(
     tmp_path: Path,
+    database: str,
 ) -> None:
     screen = PinnedNameScreen()
-    async with webhook_receiver() as hook, push_server(tmp_path, screen=screen) as server:
+    async with (
+        webhook_receiver() as hook,
+        push_server(tmp_path, database=database, screen=screen) as server,
+    ):
         url = f"http://hook.test:{hook.port}/pinned"
         # Were the name resolved again, delivery would fail: it is not in any DNS.
         assert await system_resolver("hook.test", hook.port) == []
@@ -662,11 +684,14 @@ class ChangingResolver:
     ],
 )
 async def test_a_name_that_resolves_to_a_refused_address_at_delivery_fails_the_attempt(
-    tmp_path: Path, rebound_to: str, reason: str
+    tmp_path: Path, database: str, rebound_to: str, reason: str
 ) -> None:
     resolver = ChangingResolver(["93.184.215.14"], [rebound_to])
     screen = AddressScreen(resolver=resolver)
-    async with webhook_receiver() as hook, push_server(tmp_path, screen=screen) as server:
+    async with (
+        webhook_receiver() as hook,
+        push_server(tmp_path, database=database, screen=screen) as server,
+    ):
         url = f"http://hook.test:{hook.port}/hook"
         task = await send(server, "echo hello", config=webhook(url))
         deliveries = await settled(server, task["id"], 4)
@@ -768,28 +793,39 @@ async def test_a_card_served_with_push_disabled_does_not_declare_push(tmp_path: 
 
 
 async def test_direct_mode_survives_a_delivery_that_cannot_be_recorded(
-    tmp_path: Path, idle_clock: trio.testing.MockClock
+    tmp_path: Path, database: str, idle_clock: trio.testing.MockClock
 ) -> None:
-    # A real SQLite failure whenever a delivery attempt is recorded.
+    # A real database failure whenever a delivery attempt is recorded.
     async with (
         webhook_receiver() as hook,
-        push_server(tmp_path, DIRECT) as server,
+        push_server(tmp_path, DIRECT, database=database) as server,
     ):
-        sqlite_of(server).db.conn.execute(
-            "CREATE TRIGGER no_attempts BEFORE INSERT ON push_attempts"
-            " BEGIN SELECT RAISE(ABORT, 'no attempts'); END"
+        no_attempts = broken(
+            server.app.store,
+            sqlite="CREATE TRIGGER no_attempts BEFORE INSERT ON push_attempts"
+            " BEGIN SELECT RAISE(ABORT, 'no attempts'); END",
+            postgresql=raising_trigger("no_attempts", "push_attempts", "true"),
         )
-        await timed_send(server, "echo hello", config=webhook(hook.url))
-        # The agent's answer came, and the server goes on serving.
-        await timed_send(server, "echo again")
+        with no_attempts:
+            await timed_send(server, "echo hello", config=webhook(hook.url))
+            # The agent's answer came, and the server goes on serving.
+            await timed_send(server, "echo again")
 
 
 async def test_the_dispatcher_survives_an_outbox_it_cannot_read(
-    tmp_path: Path, idle_clock: trio.testing.MockClock
+    tmp_path: Path, database: str, idle_clock: trio.testing.MockClock
 ) -> None:
-    async with push_server(tmp_path) as server:
-        # A real SQLite failure at every look for pending deliveries.
-        sqlite_of(server).db.conn.execute("ALTER TABLE push_outbox RENAME TO gone")
-        server.app.push.notify()
-        await trio.sleep(120)  # many polls
-        await timed_send(server, "echo still here")
+    async with push_server(tmp_path, database=database) as server:
+        # A real database failure at every look for pending deliveries.
+        gone = broken(
+            server.app.store,
+            sqlite="ALTER TABLE push_outbox RENAME TO gone",
+            postgresql=(
+                ["ALTER TABLE push_outbox RENAME TO gone"],
+                ["ALTER TABLE gone RENAME TO push_outbox"],
+            ),
+        )
+        with gone:
+            server.app.push.notify()
+            await trio.sleep(120)  # many polls
+            await timed_send(server, "echo still here")

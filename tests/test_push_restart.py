@@ -7,8 +7,8 @@ updates) and a ``hold`` task starts (two updates), so five notifications are
 pending, retried again and again. The server is killed with SIGKILL (all of
 its processes: hypercorn serves from a worker it spawns), the
 receiver turns to 200, and a new server process starts on the same database.
-The receiver runs in this process; the store is read from its SQLite file, as
-the CLI does.
+The receiver runs in this process; the store is read from the database, as the
+CLI does. The crash happens once per backend: on a SQLite file and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -23,9 +23,11 @@ import httpx
 import pytest
 import trio
 
-from a2a_trio.store import Delivery, SqliteStore
+from a2a_trio.store import Delivery
+from a2a_trio.store.factory import store_at
 
 from .conftest import VERSION_HEADERS, user_message
+from .postgres import BACKENDS, database_for
 from .servers import ServerProcess
 from .webhooks import Received, Reply, webhook_receiver
 
@@ -44,7 +46,7 @@ SETTLE_AFTER_KILL = 0.5
 ASKED, HELD = "/asked", "/held"
 
 
-def start_server(database: Path, log_path: Path) -> ServerProcess:
+def start_server(database: str, log_path: Path) -> ServerProcess:
     """``tests.push_app:app`` on ``database``, answering once its card does."""
     return ServerProcess.start(database, log_path, app=APP, env=PUSH_ENV)
 
@@ -88,10 +90,10 @@ async def replayed_log(client: httpx.AsyncClient, task_id: str) -> list[tuple[in
 
 
 async def store_until(
-    database: Path, task_id: str, done: Callable[[list[Delivery]], bool]
+    database: str, task_id: str, done: Callable[[list[Delivery]], bool]
 ) -> list[Delivery]:
-    """The task's deliveries once ``done`` says so, read from the database file."""
-    store = SqliteStore(database)
+    """The task's deliveries once ``done`` says so, read from the database."""
+    store = store_at(database)
     await store.open()
     try:
         with trio.fail_after(TIMEOUT):
@@ -125,8 +127,7 @@ class Crash:
     killed_server_listens: bool
 
 
-async def crash_scenario(directory: Path) -> Crash:
-    database = directory / "a2a.db"
+async def crash_scenario(directory: Path, database: str) -> Crash:
     async with webhook_receiver() as hook:
         webhook_of: Callable[[str], dict[str, Any]] = lambda path: {  # noqa: E731
             "taskPushNotificationConfig": {"url": hook.url_for(path), "token": "t"}
@@ -163,7 +164,7 @@ async def crash_scenario(directory: Path) -> Crash:
         else:
             await leftover.aclose()
             killed_server_listens = True
-        store = SqliteStore(database)
+        store = store_at(database)
         await store.open()
         try:
             at_kill = await store.deliveries()
@@ -203,10 +204,12 @@ async def crash_scenario(directory: Path) -> Crash:
         )
 
 
-@pytest.fixture(scope="module")
-def crash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crash]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def crash(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Crash]:
     directory = tmp_path_factory.mktemp("push-restart")
-    yield trio.run(crash_scenario, directory)
+    yield trio.run(crash_scenario, directory, database_for(request.param, directory, request))
 
 
 def on_path(requests: list[Received], path: str) -> list[Received]:

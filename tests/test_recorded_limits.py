@@ -9,7 +9,6 @@ a stand-in instead of breaking GetTask, every ListTasks page and start-up.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pytest
 import trio
@@ -28,9 +27,10 @@ from a2a_trio import (
 )
 from a2a_trio.protocol import GetTaskRequest, InvalidAgentResponseError, ListTasksRequest
 from a2a_trio.runtime import AgentHost
-from a2a_trio.store import SqliteStore
+from a2a_trio.store.factory import store_at
 from a2a_trio.store.records import UNREADABLE_SNAPSHOT
 
+from .postgres import execute, opened_store
 from .test_host import ALICE, request, sent_task, states_of
 
 
@@ -66,8 +66,9 @@ class _OverreachingExecutor(AgentExecutor):
 LIMITS = Limits(parts=2, artifacts=2)
 
 
-async def _run_host(tmp_path: Path, task_status: trio.TaskStatus[AgentHost]) -> None:
-    store = SqliteStore(tmp_path / "limits.db")
+async def _run_host(database: str, task_status: trio.TaskStatus[AgentHost]) -> None:
+    store = store_at(database)
+    await store.open()
     host = AgentHost(
         name="test",
         executor=_OverreachingExecutor(),
@@ -92,10 +93,10 @@ async def _run_host(tmp_path: Path, task_status: trio.TaskStatus[AgentHost]) -> 
     ],
 )
 async def test_an_event_over_a_limit_is_refused_and_the_task_goes_on(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, command: str, refusal: str
+    database: str, caplog: pytest.LogCaptureFixture, command: str, refusal: str
 ) -> None:
     async with trio.open_nursery() as nursery:
-        host: AgentHost = await nursery.start(_run_host, tmp_path)
+        host: AgentHost = await nursery.start(_run_host, database)
         with caplog.at_level(logging.WARNING, logger="a2a_trio.runtime"):
             task = await sent_task(host, command)
         assert refusal in caplog.text
@@ -110,10 +111,10 @@ async def test_an_event_over_a_limit_is_refused_and_the_task_goes_on(
 
 
 async def test_a_direct_answer_that_cannot_be_rendered_is_refused(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with trio.open_nursery() as nursery:
-        host: AgentHost = await nursery.start(_run_host, tmp_path)
+        host: AgentHost = await nursery.start(_run_host, database)
         with (
             caplog.at_level(logging.WARNING, logger="a2a_trio.runtime"),
             pytest.raises(InvalidAgentResponseError),
@@ -134,37 +135,41 @@ def _unreadable_snapshot(task_id: str, state: str) -> str:
     )
 
 
-def _plant(store: SqliteStore, task_id: str, state: str) -> None:
-    store.connect().db.conn.execute(
+async def _plant(database: str, task_id: str, state: str) -> None:
+    """Write the task row as an older version could have (the tables made first)."""
+    store = store_at(database)
+    await store.open()
+    await store.aclose()
+    execute(
+        database,
         "INSERT INTO tasks (agent, id, owner, context_id, state, updated_at, created_at,"
         " last_seq, snapshot) VALUES ('test', ?, 'alice', 'ctx-old', ?,"
         " '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', 0, ?)",
-        (task_id, state, _unreadable_snapshot(task_id, state)),
+        task_id,
+        state,
+        _unreadable_snapshot(task_id, state),
     )
 
 
-async def test_an_unreadable_stored_task_is_shown_as_a_stand_in(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "old.db")
-    _plant(store, "old-done", "TASK_STATE_COMPLETED")
-    stored = await store.get_task("test", "old-done", owner="alice")
-    assert stored is not None
-    assert stored.task.id == "old-done" and stored.task.context_id == "ctx-old"
-    assert stored.state is TaskState.COMPLETED
-    assert stored.task.status.message is not None
-    assert stored.task.status.message.parts[0].text == UNREADABLE_SNAPSHOT
-    page = await store.list_tasks("test", "alice")
-    assert [task.id for task in page.tasks] == ["old-done"]
-    await store.aclose()
+async def test_an_unreadable_stored_task_is_shown_as_a_stand_in(database: str) -> None:
+    await _plant(database, "old-done", "TASK_STATE_COMPLETED")
+    async with opened_store(database) as store:
+        stored = await store.get_task("test", "old-done", owner="alice")
+        assert stored is not None
+        assert stored.task.id == "old-done" and stored.task.context_id == "ctx-old"
+        assert stored.state is TaskState.COMPLETED
+        assert stored.task.status.message is not None
+        assert stored.task.status.message.parts[0].text == UNREADABLE_SNAPSHOT
+        page = await store.list_tasks("test", "alice")
+        assert [task.id for task in page.tasks] == ["old-done"]
 
 
 async def test_recovery_ends_an_unreadable_running_task_failed_and_goes_on(
-    tmp_path: Path,
+    database: str,
 ) -> None:
-    store = SqliteStore(tmp_path / "limits.db")
-    _plant(store, "old-running", "TASK_STATE_WORKING")
-    store.close()
+    await _plant(database, "old-running", "TASK_STATE_WORKING")
     async with trio.open_nursery() as nursery:
-        host: AgentHost = await nursery.start(_run_host, tmp_path)
+        host: AgentHost = await nursery.start(_run_host, database)
         ended = await host.get_task(GetTaskRequest(id="old-running"), ALICE)
         assert ended.status.state is TaskState.FAILED
         listed = await host.list_tasks(ListTasksRequest(), ALICE)

@@ -2,8 +2,9 @@
 
 After authenticated traffic of every kind (send and stream on both bindings,
 push configs with their own token and credentials, in-band credentials for an
-AUTH_REQUIRED task, a refused token), neither the SQLite files (read after the
-server closed them) nor the logs of ``a2a_trio`` and ``hypercorn`` at DEBUG,
+AUTH_REQUIRED task, a refused token), neither the database (a SQLite file and
+the files beside it, read after the server closed them; or every row of every
+PostgreSQL table) nor the logs of ``a2a_trio`` and ``hypercorn`` at DEBUG,
 access log included, hold any of those secrets.
 """
 
@@ -23,10 +24,12 @@ from hypercorn.trio import serve
 
 from a2a_trio import A2AApp, BearerAuthenticator
 from a2a_trio.push import PushSettings
+from a2a_trio.store.url import SqliteLocation, parse_database_url
 
 from .agents import ScriptedExecutor
 from .callers import BEARER, caller, secured_card
 from .conftest import VERSION_HEADERS, LiveServer, user_message
+from .postgres import rows
 from .test_bindings import Binding
 from .webhooks import Received, Reply, WebhookReceiver, webhook_receiver
 
@@ -97,7 +100,7 @@ def recorded_logs() -> Iterator[Recorder]:
 
 
 @asynccontextmanager
-async def logged_server(database: Path) -> AsyncIterator[LiveServer]:
+async def logged_server(database: str) -> AsyncIterator[LiveServer]:
     """A Bearer-protected scripted agent whose hypercorn logs access and errors."""
     app = A2AApp(
         database=database,
@@ -199,14 +202,29 @@ async def deliveries_with(hook: WebhookReceiver, tokens: set[str]) -> list[Recei
         count += 1
 
 
-def database_files(database: Path) -> tuple[list[Path], bytes]:
+def database_files(database: Path) -> tuple[list[str], bytes]:
     """The database and every file beside it (-wal, -shm, the key), and their bytes."""
     files = sorted(database.parent.glob(database.name + "*"))
-    return files, b"".join(path.read_bytes() for path in files)
+    assert database in files
+    return [path.name for path in files], b"".join(path.read_bytes() for path in files)
 
 
-async def test_no_secret_reaches_the_database_or_the_logs(tmp_path: Path) -> None:
-    database = tmp_path / "a2a.db"
+def database_tables(database: str) -> tuple[list[str], bytes]:
+    """Every table of a PostgreSQL database, and each of its rows as text."""
+    tables = [
+        name
+        for (name,) in rows(
+            database, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
+        )
+    ]
+    assert "task_events" in tables
+    written = [
+        text for table in tables for (text,) in rows(database, f"SELECT t::text FROM {table} t")
+    ]
+    return tables, "\n".join(written).encode()
+
+
+async def test_no_secret_reaches_the_database_or_the_logs(database: str) -> None:
     with recorded_logs() as logs, trio.fail_after(TIME_LIMIT):
         async with webhook_receiver(Reply(503)) as hook:
             async with logged_server(database) as server:
@@ -216,11 +234,14 @@ async def test_no_secret_reaches_the_database_or_the_logs(tmp_path: Path) -> Non
             assert f"Bearer {PUSH_CREDENTIALS}" in authorizations
             assert f"Bearer {MESSAGE_PUSH_CREDENTIALS}" in authorizations
 
-    files, stored = database_files(database)
-    # The right files, and the traffic is in them (so is the log, in the records).
-    assert database in files
+    location = parse_database_url(database)
+    if isinstance(location, SqliteLocation):
+        files, stored = database_files(location.path)
+    else:
+        files, stored = database_tables(database)
+    # The right files (or tables), and the traffic is in them (so is the log, in the records).
     assert b"alice" in stored and b"signed in" in stored
     assert "/jsonrpc" in logs.text and "delivered" in logs.text
     for what, secret in SECRETS.items():
-        assert secret.encode() not in stored, f"the {what} is in {[p.name for p in files]}"
+        assert secret.encode() not in stored, f"the {what} is in {files}"
         assert secret not in logs.text, f"the {what} is in the logs"

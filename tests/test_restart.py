@@ -3,8 +3,9 @@
 One crash serves every test here: a server process on a fresh database
 completes an ``echo`` task, leaves two ``ask`` tasks INPUT_REQUIRED and holds a
 ``hold`` task WORKING; it is killed with SIGKILL and a new process is started
-on the same database file. Only one test changes anything afterwards (it
+on the same database. Only one test changes anything afterwards (it
 answers the second ``ask`` task), and no other test looks at that task's state.
+The crash happens once per backend: on a SQLite file and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import httpx
 import pytest
 
 from .conftest import VERSION_HEADERS, user_message
+from .postgres import BACKENDS, database_for
 from .servers import ServerProcess
 
 REQUEST_TIMEOUT = 10.0
@@ -141,10 +143,12 @@ class Crash:
     hold_log_before: list[tuple[str | None, dict[str, Any]]]
 
 
-@pytest.fixture(scope="module")
-def crash(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crash]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def crash(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Crash]:
     directory = tmp_path_factory.mktemp("restart")
-    database = directory / "a2a.db"
+    database = database_for(request.param, directory, request)
     first = ServerProcess.start(database, directory / "first.log")
     try:
         with http_client(first) as client:

@@ -64,10 +64,10 @@ async def left_while_held(host: AgentHost, executor: ScriptedExecutor, message_i
     await trio.sleep(1)
 
 
-async def test_a_message_sent_again_after_its_answer_is_new_work(tmp_path: Path) -> None:
+async def test_a_message_sent_again_after_its_answer_is_new_work(database: str) -> None:
     # The client has its answer, so it is asking again (the conformance kit does this).
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
         first = await host.send_message(message_request("echo once", "m-1"), ALICE)
         again = await host.send_message(message_request("echo once", "m-1"), ALICE)
         assert again.id != first.id  # type: ignore[union-attr]
@@ -75,10 +75,10 @@ async def test_a_message_sent_again_after_its_answer_is_new_work(tmp_path: Path)
 
 
 async def test_a_retry_after_the_client_went_away_gets_the_original_task(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
         await left_while_held(host, executor, "m-gone")
         again = await host.send_message(message_request("hold", "m-gone"), ALICE)
         assert again.status.state is TaskState.COMPLETED  # type: ignore[union-attr]
@@ -87,11 +87,11 @@ async def test_a_retry_after_the_client_went_away_gets_the_original_task(
 
 
 async def test_a_retry_while_the_original_runs_joins_it(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
     answers: list[Any] = []
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
 
         async def send() -> None:
             answers.append(await host.send_message(message_request("hold", "m-held"), ALICE))
@@ -108,10 +108,10 @@ async def test_a_retry_while_the_original_runs_joins_it(
 
 
 async def test_different_content_under_a_reused_message_id_is_new_work(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
         await left_while_held(host, executor, "m-2")
         second = await host.send_message(message_request("echo two", "m-2"), ALICE)
         assert second.artifacts[0].parts[0].text == "two"  # type: ignore[union-attr]
@@ -119,10 +119,10 @@ async def test_different_content_under_a_reused_message_id_is_new_work(
 
 
 async def test_the_same_message_from_another_caller_is_new_work(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
         await left_while_held(host, executor, "m-3")
         executor.gate = type(executor.gate)()
         executor.gate.release.set()
@@ -150,10 +150,10 @@ class _SlowReplier(AgentExecutor):
 
 
 async def test_a_direct_answer_the_client_missed_is_given_to_its_retry(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = _SlowReplier()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
         # The client leaves before anything was made: the receipt is stored with the answer.
         await send_and_leave(host, message_request("hi", "m-4"), executor.started)
         executor.release.set()
@@ -164,30 +164,30 @@ async def test_a_direct_answer_the_client_missed_is_given_to_its_retry(
 
 
 async def test_retries_are_recognised_after_a_restart(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
         await left_while_held(host, executor, "m-5")
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
         again = await host.send_message(message_request("hold", "m-5"), ALICE)
     assert again.status.state is TaskState.COMPLETED  # type: ignore[union-attr]
     assert executor.executions == 1
 
 
-async def test_a_retry_after_the_window_is_new_work(tmp_path: Path) -> None:
+async def test_a_retry_after_the_window_is_new_work(database: str) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor, retry_window=0.5) as host:
+    async with running_host(database, executor, retry_window=0.5) as host:
         await left_while_held(host, executor, "m-6")  # real time: 1 s, past the window
         await host.send_message(message_request("hold", "m-6"), ALICE)
         assert executor.executions == 2
 
 
 async def test_a_window_of_0_turns_retries_off(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor, retry_window=0) as host:
+    async with running_host(database, executor, retry_window=0) as host:
         await left_while_held(host, executor, "m-7")
         await host.send_message(message_request("hold", "m-7"), ALICE)
         assert executor.executions == 2
@@ -216,10 +216,10 @@ class _SlowFinisher(AgentExecutor):
 
 
 async def test_a_retried_continuation_does_not_run_the_task_again(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = _SlowFinisher()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
         asked = await host.send_message(message_request("start", "m-8"), ALICE)
         follow_up = SendMessageRequest(
             message=Message(
@@ -241,10 +241,12 @@ def mount(app: A2AApp) -> None:
     app.mount("", card=make_card(), executor=EXECUTOR)
 
 
-async def test_a_stream_the_client_left_is_replayed_to_its_retry(tmp_path: Path) -> None:
+async def test_a_stream_the_client_left_is_replayed_to_its_retry(
+    tmp_path: Path, database: str
+) -> None:
     EXECUTOR.executions = 0
     EXECUTOR.gate = Gate()
-    async with live_server(tmp_path, mount) as server:
+    async with live_server(tmp_path, mount, database=database) as server:
         params = {"message": user_message("hold", messageId=str(uuid.uuid4()))}
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params}
         # The client reads the task and WORKING, then goes away.
@@ -273,11 +275,11 @@ async def test_a_stream_the_client_left_is_replayed_to_its_retry(tmp_path: Path)
 
 
 async def test_a_retry_joins_its_original_though_other_content_came_under_its_id(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
     answers: dict[str, Any] = {}
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(database, executor) as host:
 
         async def send(name: str, text: str) -> None:
             answers[name] = await host.send_message(message_request(text, "m-shared"), ALICE)
@@ -296,11 +298,11 @@ async def test_a_retry_joins_its_original_though_other_content_came_under_its_id
 
 
 async def test_a_blocking_client_that_gives_up_finds_the_original_on_retry(
-    tmp_path: Path,
+    tmp_path: Path, database: str
 ) -> None:
     EXECUTOR.executions = 0
     EXECUTOR.gate = Gate()
-    async with live_server(tmp_path, mount) as server:
+    async with live_server(tmp_path, mount, database=database) as server:
         params = {"message": user_message("hold", messageId=str(uuid.uuid4()))}
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
         with pytest.raises(httpx.ReadTimeout):

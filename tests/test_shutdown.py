@@ -12,7 +12,6 @@ import json
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import httpx
@@ -24,7 +23,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from a2a_trio import A2AApp, TaskState
 from a2a_trio.server import serve as serve_app
-from a2a_trio.store import SqliteStore
+from a2a_trio.store.factory import store_at
 
 from .agents import ScriptedExecutor
 from .conftest import VERSION_HEADERS, make_card, user_message
@@ -40,7 +39,7 @@ class Serving:
     """A served app, a client for it, and the end of its serving."""
 
     app: A2AApp
-    database: Path
+    database: str
     client: httpx.AsyncClient
     shutdown: trio.Event
     stopped: trio.Event
@@ -63,8 +62,8 @@ class Serving:
         return task_id
 
     async def stored(self, task_id: str) -> tuple[TaskState, str | None]:
-        """The task's state and status text, read from the database file."""
-        store = SqliteStore(self.database)
+        """The task's state and status text, read from the database."""
+        store = store_at(self.database)
         await store.open()
         try:
             stored = await store.get_task("default", task_id, owner=None)
@@ -94,9 +93,8 @@ class Serving:
 
 
 @asynccontextmanager
-async def serving(tmp_path: Path, *, via: Literal["hypercorn", "serve"]) -> AsyncIterator[Serving]:
-    """The scripted agent with default settings, served until the block ends."""
-    database = tmp_path / "a2a.db"
+async def serving(database: str, *, via: Literal["hypercorn", "serve"]) -> AsyncIterator[Serving]:
+    """The scripted agent with default settings on ``database``, served until the block ends."""
     app = A2AApp(database=database)
     app.mount("", card=make_card(), executor=ScriptedExecutor())
     config = Config()
@@ -120,10 +118,10 @@ async def serving(tmp_path: Path, *, via: Literal["hypercorn", "serve"]) -> Asyn
 
 
 async def test_the_lifespan_shutdown_gives_a_running_task_the_whole_grace(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     # quart-trio cancels its own nursery 5 s into its shutdown; the hosts are not in it.
-    async with serving(tmp_path, via="hypercorn") as server:
+    async with serving(database, via="hypercorn") as server:
         task_id = await server.working("stubborn")
         took = await server.shut_down()
         assert took == pytest.approx(GRACE, abs=0.5)
@@ -131,11 +129,11 @@ async def test_the_lifespan_shutdown_gives_a_running_task_the_whole_grace(
 
 
 async def test_a_blocking_client_whose_task_finishes_within_the_grace_gets_its_answer(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     # hypercorn on its own cuts the requests in flight 3 s into its shutdown.
     answers: list[dict[str, Any]] = []
-    async with serving(tmp_path, via="serve") as server, trio.open_nursery() as nursery:
+    async with serving(database, via="serve") as server, trio.open_nursery() as nursery:
         nursery.start_soon(lambda: answer_into(answers, server.send("sleep 6")))
         await trio.sleep(1)
         took = await server.shut_down()
@@ -145,10 +143,10 @@ async def test_a_blocking_client_whose_task_finishes_within_the_grace_gets_its_a
 
 
 async def test_a_blocking_client_whose_task_outlives_the_grace_gets_it_failed(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     answers: list[dict[str, Any]] = []
-    async with serving(tmp_path, via="serve") as server, trio.open_nursery() as nursery:
+    async with serving(database, via="serve") as server, trio.open_nursery() as nursery:
         nursery.start_soon(lambda: answer_into(answers, server.send("stubborn")))
         await trio.sleep(1)
         took = await server.shut_down()
@@ -159,10 +157,10 @@ async def test_a_blocking_client_whose_task_outlives_the_grace_gets_it_failed(
 
 
 async def test_a_stream_ends_with_its_task_failed_by_the_shutdown(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     frames: list[dict[str, Any]] = []
-    async with serving(tmp_path, via="serve") as server, trio.open_nursery() as nursery:
+    async with serving(database, via="serve") as server, trio.open_nursery() as nursery:
         params = {"message": user_message("stubborn")}
         nursery.start_soon(server.relay, "SendStreamingMessage", params, frames)
         await trio.sleep(1)
@@ -174,12 +172,12 @@ async def test_a_stream_ends_with_its_task_failed_by_the_shutdown(
 
 
 async def test_a_subscription_to_a_waiting_task_does_not_hold_up_the_shutdown(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     # Nothing runs, so nothing needs the grace: serving ends at once, not at
     # hypercorn's graceful_timeout (stretched to the grace and more by serve).
     frames: list[dict[str, Any]] = []
-    async with serving(tmp_path, via="serve") as server, trio.open_nursery() as nursery:
+    async with serving(database, via="serve") as server, trio.open_nursery() as nursery:
         task = await server.send("ask")
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         nursery.start_soon(server.relay, "SubscribeToTask", {"id": task["id"]}, frames)
@@ -191,10 +189,10 @@ async def test_a_subscription_to_a_waiting_task_does_not_hold_up_the_shutdown(
 
 
 async def test_begin_shutdown_now_ends_the_grace_under_way(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     # What a second SIGINT or SIGTERM does to a2a-trio serve.
-    async with serving(tmp_path, via="serve") as server:
+    async with serving(database, via="serve") as server:
         task_id = await server.working("stubborn")
         started = trio.current_time()
         server.shutdown.set()

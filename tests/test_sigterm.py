@@ -4,8 +4,9 @@ One shutdown serves the tests of each server: ``a2a-trio serve``, and
 hypercorn's own CLI serving ``a2a_trio:app``, both with the default settings
 (a 10 s grace). Thirty clients wait on blocking SendMessage calls whose tasks
 take 30 s, two on tasks that take 6 s; once all are WORKING, the process we
-started gets SIGTERM. Its exit is timed, then the database file it leaves is
-read directly, and a new server is started on it.
+started gets SIGTERM. Its exit is timed, then the database it leaves is read
+directly, and a new server is started on it. Each server shuts down once per
+backend: on a SQLite file and on PostgreSQL.
 
 hypercorn's CLI gives the requests in flight its ``graceful_timeout`` (3 s)
 and cuts them off before the app hears of the shutdown: there the grace
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -30,6 +30,7 @@ import pytest
 from hypercorn.config import Config
 
 from .conftest import VERSION_HEADERS, user_message
+from .postgres import BACKENDS, database_for, rows
 from .servers import ServerProcess, hypercorn_command, serve_command
 
 #: The default runtime.shutdown_grace.
@@ -53,7 +54,7 @@ SERVERS: dict[str, Callable[[int], list[str]]] = {
 
 @dataclass
 class Stored:
-    """A task as the database file holds it."""
+    """A task as the database holds it."""
 
     text: str
     state: str
@@ -61,28 +62,26 @@ class Stored:
     last_seq: int
 
 
-def read_tasks(database: Path) -> dict[str, Stored]:
-    """Every task in the file, by id: what it was asked, its state and status text."""
+def read_tasks(database: str) -> dict[str, Stored]:
+    """Every task in the database, by id: what it was asked, its state and status text."""
     tasks = {}
-    with sqlite3.connect(database) as conn:
-        for task_id, state, last_seq, snapshot in conn.execute(
-            "SELECT id, state, last_seq, snapshot FROM tasks"
-        ):
-            task = json.loads(snapshot)
-            message = task["status"].get("message")
-            tasks[task_id] = Stored(
-                text=task["history"][0]["parts"][0]["text"],
-                state=state,
-                status_text=message["parts"][0]["text"] if message else None,
-                last_seq=last_seq,
-            )
-    conn.close()
+    for task_id, state, last_seq, snapshot in rows(
+        database, "SELECT id, state, last_seq, CAST(snapshot AS text) FROM tasks"
+    ):
+        task = json.loads(snapshot)
+        message = task["status"].get("message")
+        tasks[task_id] = Stored(
+            text=task["history"][0]["parts"][0]["text"],
+            state=state,
+            status_text=message["parts"][0]["text"] if message else None,
+            last_seq=last_seq,
+        )
     return tasks
 
 
 @dataclass
 class Shutdown:
-    """One server's SIGTERM: how it went, and what a restart on its file found."""
+    """One server's SIGTERM: how it went, and what a restart on its database found."""
 
     took: float
     status: int
@@ -124,9 +123,8 @@ def count_working(url: str) -> int:
     return total
 
 
-def shut_down(kind: str, directory: Path) -> Shutdown:
-    """Serve with ``kind``, SIGTERM it under load, then restart it on the same file."""
-    database = directory / "a2a.db"
+def shut_down(kind: str, directory: Path, database: str) -> Shutdown:
+    """Serve with ``kind``, SIGTERM it under load, then restart it on the same database."""
     config = directory / "a2a.toml"
     config.write_text(CONFIG)
     env = {"A2A_TRIO_CONFIG": str(config)}
@@ -153,16 +151,28 @@ def shut_down(kind: str, directory: Path) -> Shutdown:
     return Shutdown(took, status, answers, stored, restarted.output(), read_tasks(database))
 
 
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend the servers of this module run on."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def served_shutdown(tmp_path_factory: pytest.TempPathFactory) -> Shutdown:
+def served_shutdown(
+    tmp_path_factory: pytest.TempPathFactory, backend: str, request: pytest.FixtureRequest
+) -> Shutdown:
     """``a2a-trio serve``: the grace begins at the signal."""
-    return shut_down("a2a-trio serve", tmp_path_factory.mktemp("serve"))
+    directory = tmp_path_factory.mktemp("serve")
+    return shut_down("a2a-trio serve", directory, database_for(backend, directory, request))
 
 
 @pytest.fixture(scope="module")
-def hypercorn_shutdown(tmp_path_factory: pytest.TempPathFactory) -> Shutdown:
+def hypercorn_shutdown(
+    tmp_path_factory: pytest.TempPathFactory, backend: str, request: pytest.FixtureRequest
+) -> Shutdown:
     """hypercorn's CLI: the grace begins after its graceful_timeout."""
-    return shut_down("hypercorn", tmp_path_factory.mktemp("hypercorn"))
+    directory = tmp_path_factory.mktemp("hypercorn")
+    return shut_down("hypercorn", directory, database_for(backend, directory, request))
 
 
 #: How late the grace begins after SIGTERM, for each server.
@@ -170,8 +180,8 @@ GRACE_BEGINS = {"served_shutdown": 0.0, "hypercorn_shutdown": Config.graceful_ti
 
 
 @pytest.fixture(params=list(GRACE_BEGINS))
-def shutdown(request: pytest.FixtureRequest) -> tuple[Shutdown, float]:
-    """Each server's shutdown, and how late its grace began."""
+def shutdown(request: pytest.FixtureRequest, backend: str) -> tuple[Shutdown, float]:
+    """Each server's shutdown (on ``backend``), and how late its grace began."""
     return request.getfixturevalue(request.param), GRACE_BEGINS[request.param]
 
 
@@ -183,7 +193,7 @@ def test_the_server_exits_within_the_grace_plus_a_margin(
     assert GRACE <= done.took <= late + GRACE + MARGIN
 
 
-def test_no_task_is_left_working_in_the_file(shutdown: tuple[Shutdown, float]) -> None:
+def test_no_task_is_left_working_in_the_database(shutdown: tuple[Shutdown, float]) -> None:
     done, _ = shutdown
     states = {(task.text, task.state) for task in done.stored.values()}
     assert states == {(LONG, "TASK_STATE_FAILED"), (SHORT, "TASK_STATE_COMPLETED")}

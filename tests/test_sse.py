@@ -15,6 +15,7 @@ from a2a_trio.server.bindings import _event_stream
 
 from .agents import ScriptedExecutor
 from .conftest import live_server, make_card, user_message
+from .postgres import sqlite_url
 from .test_host import ALICE, request, running_host, sent_task
 
 
@@ -22,7 +23,7 @@ async def test_an_idle_stream_sends_a_keepalive_comment_every_interval(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(sqlite_url(tmp_path / "a2a.db"), executor) as host:
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
         stream = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
@@ -55,7 +56,7 @@ async def test_a_client_that_goes_away_ends_the_relay_but_not_the_task(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(sqlite_url(tmp_path / "a2a.db"), executor) as host:
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
         stream = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
@@ -86,7 +87,7 @@ async def test_a_message_stream_holds_its_task_only_until_it_ends_or_its_client_
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    async with running_host(tmp_path, executor) as host:
+    async with running_host(sqlite_url(tmp_path / "a2a.db"), executor) as host:
         # Read to the end: every event came from the feed, and the hold is let go.
         finished = await host.stream_message(request("echo hello"), ALICE)
         frames: list[bytes] = []

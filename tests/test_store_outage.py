@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from contextlib import AbstractContextManager
 
 import trio
 import trio.testing
@@ -10,69 +10,75 @@ import trio.testing
 from a2a_trio import HostSettings
 from a2a_trio.protocol import TaskState
 from a2a_trio.runtime import AgentHost
-from a2a_trio.store import SqliteStore
+from a2a_trio.store import Store
 
 from .agents import ScriptedExecutor
+from .postgres import broken, opened_store, raising_trigger
 from .test_host import ALICE, request
 
-#: A real SQLite failure for every change of a task row, while it is installed.
-OUTAGE = "CREATE TRIGGER outage BEFORE UPDATE ON tasks BEGIN SELECT RAISE(ABORT, 'store down'); END"
+
+def outage(store: Store) -> AbstractContextManager[None]:
+    """A real database failure for every change of a task row, for the block."""
+    return broken(
+        store,
+        sqlite="CREATE TRIGGER outage BEFORE UPDATE ON tasks"
+        " BEGIN SELECT RAISE(ABORT, 'store down'); END",
+        sqlite_undo="DROP TRIGGER outage",
+        postgresql=raising_trigger("outage", "tasks", "true", on="UPDATE"),
+    )
 
 
 async def test_a_task_whose_ending_cannot_be_stored_ends_failed_once_the_store_is_back(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    store = SqliteStore(tmp_path / "outage.db")
-    host = AgentHost(name="test", executor=executor, store=store, settings=HostSettings())
-    async with trio.open_nursery() as nursery:
-        await nursery.start(host.run)
-        try:
-            answer = await host.send_message(request("hold", return_immediately=True), ALICE)
-            task_id = answer.id  # type: ignore[union-attr]
-            await executor.gate.reached.wait()
-            store.connect().db.conn.execute(OUTAGE)
-            # The execution completes, but neither its events nor the host's
-            # FAILED ending can be stored while the outage lasts.
-            executor.gate.release.set()
-            await trio.sleep(5)
-            stored = await store.get_task("test", task_id, owner=None)
-            assert stored is not None and stored.state is TaskState.WORKING
-            store.connect().db.conn.execute("DROP TRIGGER outage")
-            # The host tries again until it can: the task does not stay WORKING.
-            await trio.sleep(30)
-            stored = await store.get_task("test", task_id, owner=None)
-            assert stored is not None and stored.state is TaskState.FAILED
-            message = stored.task.status.message
-            assert message is not None and "server failed" in (message.parts[0].text or "")
-        finally:
-            await host.close()
-    store.close()
+    async with opened_store(database) as store:
+        host = AgentHost(name="test", executor=executor, store=store, settings=HostSettings())
+        async with trio.open_nursery() as nursery:
+            await nursery.start(host.run)
+            try:
+                answer = await host.send_message(request("hold", return_immediately=True), ALICE)
+                task_id = answer.id  # type: ignore[union-attr]
+                await executor.gate.reached.wait()
+                with outage(store):
+                    # The execution completes, but neither its events nor the host's
+                    # FAILED ending can be stored while the outage lasts.
+                    executor.gate.release.set()
+                    await trio.sleep(5)
+                    stored = await store.get_task("test", task_id, owner=None)
+                    assert stored is not None and stored.state is TaskState.WORKING
+                # The host tries again until it can: the task does not stay WORKING.
+                await trio.sleep(30)
+                stored = await store.get_task("test", task_id, owner=None)
+                assert stored is not None and stored.state is TaskState.FAILED
+                message = stored.task.status.message
+                assert message is not None and "server failed" in (message.parts[0].text or "")
+            finally:
+                await host.close()
 
 
 async def test_a_host_that_stops_during_the_outage_leaves_the_ending_to_the_next_start(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     executor = ScriptedExecutor()
-    store = SqliteStore(tmp_path / "outage.db")
-    host = AgentHost(name="test", executor=executor, store=store, settings=HostSettings())
-    async with trio.open_nursery() as nursery:
-        await nursery.start(host.run)
-        answer = await host.send_message(request("hold", return_immediately=True), ALICE)
-        task_id = answer.id  # type: ignore[union-attr]
-        await executor.gate.reached.wait()
-        store.connect().db.conn.execute(OUTAGE)
-        executor.gate.release.set()
-        await trio.sleep(5)
-        with trio.fail_after(60):  # the retries end with the host, not after it
-            await host.close()
-    store.connect().db.conn.execute("DROP TRIGGER outage")
-    store.close()
-    # The next start's recovery ends it.
-    restarted = AgentHost(name="test", executor=ScriptedExecutor(), store=store)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(restarted.run)
-        stored = await store.get_task("test", task_id, owner=None)
-        assert stored is not None and stored.state is TaskState.FAILED
-        await restarted.close()
-    store.close()
+    async with opened_store(database) as store:
+        host = AgentHost(name="test", executor=executor, store=store, settings=HostSettings())
+        async with trio.open_nursery() as nursery:
+            await nursery.start(host.run)
+            answer = await host.send_message(request("hold", return_immediately=True), ALICE)
+            task_id = answer.id  # type: ignore[union-attr]
+            await executor.gate.reached.wait()
+            with outage(store):
+                executor.gate.release.set()
+                await trio.sleep(5)
+                with trio.fail_after(60):  # the retries end with the host, not after it
+                    await host.close()
+        await store.aclose()
+        # The next start's recovery ends it.
+        await store.open()
+        restarted = AgentHost(name="test", executor=ScriptedExecutor(), store=store)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(restarted.run)
+            stored = await store.get_task("test", task_id, owner=None)
+            assert stored is not None and stored.state is TaskState.FAILED
+            await restarted.close()
