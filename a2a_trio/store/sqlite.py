@@ -93,13 +93,9 @@ class SqliteStore(Store):
     def connect(self, *, exclusive: bool = False) -> SqliteStore:
         """:meth:`open`, synchronously (SQLite only): for tools, tests and :attr:`db`.
 
-        Every other method opens on first use.
-
-        ``exclusive`` is for serving: the store then holds the database until
-        :meth:`close`, and opening it exclusively anywhere else, in this process
-        or another, raises :class:`~a2a_trio.store.DatabaseInUseError` naming
-        the holder, before connecting. Plain opens (readers such as the CLI)
-        neither take nor heed it. An in-memory database needs none.
+        Every other method opens on first use. ``exclusive`` is as for
+        :meth:`open`, until :meth:`close`; the lock is taken before
+        connecting, and an in-memory database needs none.
         """
         locked_now = False
         if exclusive and self._lock is None and not self._in_memory:
@@ -174,7 +170,7 @@ class SqliteStore(Store):
         return self._secrets
 
     def close(self) -> None:
-        """Disconnect and, when open exclusively, let the database go."""
+        """:meth:`aclose`, synchronously (SQLite only)."""
         if self._checkpointer is not None:
             self._checkpointer.close()
             self._checkpointer = None
@@ -404,7 +400,6 @@ class SqliteStore(Store):
     # --- message receipts (retries, spec 3.3.1) ------------------------------
 
     async def remembered_messages(self, agent: str, since: datetime) -> list[tuple[str, str]]:
-        """(owner, messageId) of every message with a receipt stored at ``since`` or later."""
         rows = self._reads.execute(
             "SELECT owner, message_id FROM message_receipts WHERE agent = ? AND created_at >= ?",
             (agent, order_key(since)),
@@ -412,7 +407,6 @@ class SqliteStore(Store):
         return [(row[0], row[1]) for row in rows]
 
     async def forget_message(self, agent: str, owner: str, message_id: str, digest: str) -> None:
-        """Drop the receipt stored for the message (by :meth:`record`)."""
         async with self._transaction() as conn:
             conn.execute(
                 "DELETE FROM message_receipts WHERE agent = ? AND owner = ? AND message_id = ?"
@@ -423,7 +417,6 @@ class SqliteStore(Store):
     async def find_message(
         self, agent: str, owner: str, message_id: str, digest: str, since: datetime
     ) -> Receipt | None:
-        """What the same message of the same owner started at ``since`` or later, if anything."""
         row = self._reads.execute(
             "SELECT task_id, seq, answer FROM message_receipts WHERE agent = ? AND owner = ?"
             " AND message_id = ? AND digest = ? AND created_at >= ?",
@@ -432,7 +425,6 @@ class SqliteStore(Store):
         return None if row is None else Receipt(row[0], int(row[1]), row[2])
 
     async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
-        """The task, if it exists and (when ``owner`` is given) belongs to ``owner``."""
         row = self._reads.execute(
             "SELECT owner, snapshot, last_seq, context_id, state FROM tasks"
             " WHERE agent = ? AND id = ?",
@@ -444,7 +436,6 @@ class SqliteStore(Store):
         return StoredTask(agent, row[0], task, int(row[2]))
 
     async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
-        """Streamed events of the task with a sequence number above ``seq``."""
         rows = self._reads.execute(
             "SELECT seq, kind, payload FROM task_events WHERE agent = ? AND task_id = ?"
             " AND seq > ? AND kind IN ('task', 'status', 'artifact') ORDER BY seq",
@@ -463,7 +454,6 @@ class SqliteStore(Store):
         page_size: int = 50,
         page_token: str | None = None,
     ) -> TaskPage:
-        """The owner's tasks, most recently updated first, by keyset pagination."""
         where = ["agent = ?", "owner = ?"]
         args: list[object] = [agent, owner]
         if context_id:
@@ -497,7 +487,6 @@ class SqliteStore(Store):
         return TaskPage(tasks, next_token, total)
 
     async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
-        """Tasks left SUBMITTED or WORKING: work that had a running executor."""
         query = (
             "SELECT agent, owner, snapshot, last_seq, id, context_id, state FROM tasks"
             " WHERE state IN (?, ?)"
@@ -512,12 +501,6 @@ class SqliteStore(Store):
         ]
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
-        """Delete finished tasks last updated before ``older_than``, with everything of theirs.
-
-        Returns how many tasks, events, push configs, notifications and
-        delivery attempts went (or would go, with ``dry_run``), and how many
-        message receipts older than ``older_than`` (receipts come with :meth:`record`).
-        """
         finals = tuple(state.value for state in TaskState if state.is_final)
         cutoff = order_key(older_than)
         doomed = "SELECT agent, id FROM tasks WHERE updated_at < ? AND state IN (?, ?, ?, ?)"
@@ -567,11 +550,6 @@ class SqliteStore(Store):
         *,
         protocol: str = PROTOCOL_VERSION,
     ) -> None:
-        """Insert or replace a config; token and credentials are sealed first.
-
-        ``protocol`` is the version the config was created in: its webhooks
-        carry that version's body.
-        """
         assert config.id and config.task_id
         async with self._transaction() as conn:
             self._insert_push_config(conn, agent, owner, config, protocol)
@@ -660,7 +638,6 @@ class SqliteStore(Store):
     async def pending_lanes(
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Lane]:
-        """Every (agent, task, config) with notifications still to deliver."""
         query = "SELECT DISTINCT agent, task_id, config_id FROM push_outbox WHERE state = 'pending'"
         args: list[object] = []
         if agent is not None:
@@ -672,7 +649,6 @@ class SqliteStore(Store):
         return [Lane(*row) for row in self._reads.execute(query, args).fetchall()]
 
     async def next_notification(self, lane: Lane) -> Notification | None:
-        """The oldest notification of the lane still pending (lanes deliver in order)."""
         row = self._reads.execute(
             "SELECT id, notification_id, seq, payload, attempts, next_attempt_at FROM push_outbox"
             " WHERE state = 'pending' AND agent = ? AND task_id = ? AND config_id = ?"
@@ -693,7 +669,6 @@ class SqliteStore(Store):
         duration_ms: float,
         next_attempt_at: float = 0.0,
     ) -> None:
-        """Log one delivery attempt and move the notification on, atomically."""
         attempt = notification.attempts + 1
         now = order_key(utcnow())
         state = "pending" if outcome == "retry" else outcome
@@ -710,7 +685,6 @@ class SqliteStore(Store):
             )
 
     async def abandon_notification(self, notification: Notification, reason: str) -> None:
-        """Fail a notification without an attempt (its config was deleted)."""
         async with self._transaction() as conn:
             conn.execute(
                 "UPDATE push_outbox SET state = 'failed', last_error = ?, updated_at = ?"
@@ -719,7 +693,6 @@ class SqliteStore(Store):
             )
 
     async def requeue_notification(self, outbox_id: int) -> bool:
-        """Put a failed (dead-letter) notification back in its lane for delivery."""
         async with self._transaction() as conn:
             cursor = conn.execute(
                 "UPDATE push_outbox SET state = 'pending', next_attempt_at = 0, updated_at = ?"
@@ -731,7 +704,6 @@ class SqliteStore(Store):
     async def deliveries(
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Delivery]:
-        """Notifications (oldest first) with every attempt made for each."""
         query = (
             "SELECT id, notification_id, agent, task_id, config_id, seq, state, attempts,"
             " last_error, created_at FROM push_outbox"
