@@ -11,24 +11,22 @@ own connection without that lock, and WAL lets them read while the server writes
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import sqlite_utils
 import trio
 from cryptography.fernet import Fernet
 
 from ..protocol import TaskPushNotificationConfig, TaskState, utcnow
-from ..protocol.models import AuthenticationInfo
 from ..protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
 from .base import Store
 from .lock import ServingLock
 from .records import (
     STREAMED_KINDS,
-    Attempt,
     Delivery,
     Lane,
     LoggedEvent,
@@ -37,9 +35,11 @@ from .records import (
     StoredTask,
     TaskPage,
     decode_page_token,
-    encode_page_token,
     order_key,
-    read_snapshot,
+    read_deliveries,
+    read_push_config,
+    read_task,
+    read_task_page,
 )
 from .rounds import Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
 from .schema import migrate
@@ -432,8 +432,7 @@ class SqliteStore(Store):
         ).fetchone()
         if row is None or (owner is not None and row[0] != owner):
             return None
-        task = read_snapshot(task_id, row[3], row[4], row[1])
-        return StoredTask(agent, row[0], task, int(row[2]))
+        return read_task(agent, task_id, row)
 
     async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
         rows = self._reads.execute(
@@ -479,16 +478,11 @@ class SqliteStore(Store):
             " ORDER BY updated_at DESC, id DESC LIMIT ?",
             [*page_args, page_size + 1],
         ).fetchall()
-        next_token = ""
-        if len(rows) > page_size:
-            rows = rows[:page_size]
-            next_token = encode_page_token(rows[-1][1], rows[-1][0])
-        tasks = [read_snapshot(row[0], row[3], row[4], row[2]) for row in rows]
-        return TaskPage(tasks, next_token, total)
+        return read_task_page(rows, page_size, total)
 
     async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
         query = (
-            "SELECT agent, owner, snapshot, last_seq, id, context_id, state FROM tasks"
+            "SELECT agent, id, owner, snapshot, last_seq, context_id, state FROM tasks"
             " WHERE state IN (?, ?)"
         )
         args: list[object] = [TaskState.SUBMITTED.value, TaskState.WORKING.value]
@@ -496,9 +490,7 @@ class SqliteStore(Store):
             query += " AND agent = ?"
             args.append(agent)
         rows = self._reads.execute(query, args).fetchall()
-        return [
-            StoredTask(r[0], r[1], read_snapshot(r[4], r[5], r[6], r[2]), int(r[3])) for r in rows
-        ]
+        return [read_task(row[0], row[1], row[2:]) for row in rows]
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
         finals = tuple(state.value for state in TaskState if state.is_final)
@@ -591,7 +583,7 @@ class SqliteStore(Store):
         ).fetchone()
         if row is None or (owner is not None and row[2] != owner):
             return None
-        return self._push_config(row)
+        return read_push_config(row, self._box)
 
     async def list_push_configs(
         self, agent: str, task_id: str, *, owner: str | None
@@ -605,7 +597,7 @@ class SqliteStore(Store):
             query += " AND owner = ?"
             args.append(owner)
         rows = self._reads.execute(query + " ORDER BY created_at, id", args).fetchall()
-        return [self._push_config(row) for row in rows]
+        return [read_push_config(row, self._box) for row in rows]
 
     async def delete_push_config(
         self, agent: str, task_id: str, config_id: str, *, owner: str
@@ -616,22 +608,6 @@ class SqliteStore(Store):
                 (agent, task_id, config_id, owner),
             )
         return cursor.rowcount > 0
-
-    def _push_config(self, row: tuple[str, ...]) -> TaskPushNotificationConfig:
-        task_id, config_id, _owner, url, token, scheme, credentials = row
-        # Checked when saved; read back as stored (an older version's row included).
-        authentication = None
-        if scheme:
-            authentication = AuthenticationInfo.model_construct(
-                scheme=scheme, credentials=self._box.open(credentials)
-            )
-        return TaskPushNotificationConfig.model_construct(
-            id=config_id,
-            task_id=task_id,
-            url=url,
-            token=self._box.open(token),
-            authentication=authentication,
-        )
 
     # --- push outbox --------------------------------------------------------------
 
@@ -718,33 +694,15 @@ class SqliteStore(Store):
         if where:
             query += " WHERE " + " AND ".join(where)
         rows = self._reads.execute(query + " ORDER BY id", args).fetchall()
-        attempts: dict[int, list[Attempt]] = {}
+        attempts: Iterable[tuple[Any, ...]] = ()
         if rows:
             marks = ",".join("?" * len(rows))
-            for outbox_id, attempt, at, status, error, duration in self._reads.execute(
+            attempts = self._reads.execute(
                 "SELECT outbox_id, attempt, at, status, error, duration_ms FROM push_attempts"
                 f" WHERE outbox_id IN ({marks}) ORDER BY outbox_id, attempt",
                 [row[0] for row in rows],
-            ):
-                attempts.setdefault(outbox_id, []).append(
-                    Attempt(attempt, at, status, error, duration)
-                )
-        return [
-            Delivery(
-                id=row[0],
-                notification_id=row[1],
-                agent=row[2],
-                task_id=row[3],
-                config_id=row[4],
-                seq=row[5],
-                state=row[6],
-                attempts_made=row[7],
-                last_error=row[8],
-                created_at=row[9],
-                attempts=attempts.get(row[0], []),
             )
-            for row in rows
-        ]
+        return read_deliveries(rows, attempts)
 
 
 def _round_chars(round: Round) -> int:

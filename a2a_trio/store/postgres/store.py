@@ -16,11 +16,9 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from ...protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
-from ...protocol.models import AuthenticationInfo
 from ..base import Store
 from ..records import (
     STREAMED_KINDS,
-    Attempt,
     Delivery,
     Lane,
     LoggedEvent,
@@ -29,9 +27,11 @@ from ..records import (
     StoredTask,
     TaskPage,
     decode_page_token,
-    encode_page_token,
     order_key,
-    read_snapshot,
+    read_deliveries,
+    read_push_config,
+    read_task,
+    read_task_page,
 )
 from ..rounds import Round, ShareOutcome
 from ..secrets import SecretBox
@@ -150,8 +150,7 @@ class PostgresStore(Store):
         )
         if row is None or (owner is not None and row[0] != owner):
             return None
-        task = read_snapshot(task_id, row[3], row[4], row[1])
-        return StoredTask(agent, row[0], task, int(row[2]))
+        return read_task(agent, task_id, row)
 
     async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
         if _unstorable(agent, task_id):
@@ -207,16 +206,11 @@ class PostgresStore(Store):
             return (int(count[0]) if count else 0), rows
 
         total, rows = await self._run(read)
-        next_token = ""
-        if len(rows) > page_size:
-            rows = rows[:page_size]
-            next_token = encode_page_token(order_key(rows[-1][1]), rows[-1][0])
-        tasks = [read_snapshot(row[0], row[3], row[4], row[2]) for row in rows]
-        return TaskPage(tasks, next_token, total)
+        return read_task_page(rows, page_size, total, order_key)
 
     async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
         query = (
-            "SELECT agent, owner, snapshot::text, last_seq, id, context_id, state FROM tasks"
+            "SELECT agent, id, owner, snapshot::text, last_seq, context_id, state FROM tasks"
             " WHERE state = ANY(%s)"
         )
         args: list[object] = [_UNFINISHED_STATES]
@@ -224,9 +218,7 @@ class PostgresStore(Store):
             query += " AND agent = %s"
             args.append(agent)
         rows = await self._fetchall(query + " ORDER BY updated_at, agent, id", args)
-        return [
-            StoredTask(r[0], r[1], read_snapshot(r[4], r[5], r[6], r[2]), int(r[3])) for r in rows
-        ]
+        return [read_task(row[0], row[1], row[2:]) for row in rows]
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
         cutoff = utc(older_than)
@@ -291,7 +283,7 @@ class PostgresStore(Store):
         )
         if row is None or (owner is not None and row[2] != owner):
             return None
-        return self._push_config(row)
+        return read_push_config(row, self._secrets)
 
     async def list_push_configs(
         self, agent: str, task_id: str, *, owner: str | None
@@ -304,7 +296,7 @@ class PostgresStore(Store):
             query += " AND owner = %s"
             args.append(owner)
         rows = await self._fetchall(query + " ORDER BY created_at, id", args)
-        return [self._push_config(row) for row in rows]
+        return [read_push_config(row, self._secrets) for row in rows]
 
     async def delete_push_config(
         self, agent: str, task_id: str, config_id: str, *, owner: str
@@ -316,22 +308,6 @@ class PostgresStore(Store):
             (agent, task_id, config_id, owner),
         )
         return deleted > 0
-
-    def _push_config(self, row: tuple[Any, ...]) -> TaskPushNotificationConfig:
-        task_id, config_id, _owner, url, token, scheme, credentials = row
-        # Checked when saved; read back as stored (an older version's row included).
-        authentication = None
-        if scheme:
-            authentication = AuthenticationInfo.model_construct(
-                scheme=scheme, credentials=self._secrets.open(credentials)
-            )
-        return TaskPushNotificationConfig.model_construct(
-            id=config_id,
-            task_id=task_id,
-            url=url,
-            token=self._secrets.open(token),
-            authentication=authentication,
-        )
 
     # --- push outbox --------------------------------------------------------------------
 
@@ -430,28 +406,8 @@ class PostgresStore(Store):
             ).fetchall()
             return rows, attempts
 
-        rows, attempt_rows = await self._run(read)
-        attempts: dict[int, list[Attempt]] = {}
-        for outbox_id, number, at, status, error, duration in attempt_rows:
-            attempts.setdefault(outbox_id, []).append(
-                Attempt(number, order_key(at), status, error, duration)
-            )
-        return [
-            Delivery(
-                id=row[0],
-                notification_id=row[1],
-                agent=row[2],
-                task_id=row[3],
-                config_id=row[4],
-                seq=row[5],
-                state=row[6],
-                attempts_made=row[7],
-                last_error=row[8],
-                created_at=order_key(row[9]),
-                attempts=attempts.get(row[0], []),
-            )
-            for row in rows
-        ]
+        rows, attempts = await self._run(read)
+        return read_deliveries(rows, attempts, order_key)
 
 
 def _prepare(conn: Connection, *, display: str, keyed: bool) -> bytes | None:
