@@ -23,6 +23,7 @@ from cryptography.fernet import Fernet
 
 from ..protocol import TaskPushNotificationConfig, TaskState, utcnow
 from ..protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
+from . import queries
 from .base import Store
 from .lock import ServingLock
 from .records import (
@@ -453,18 +454,15 @@ class SqliteStore(Store):
         page_size: int = 50,
         page_token: str | None = None,
     ) -> TaskPage:
-        where = ["agent = ?", "owner = ?"]
-        args: list[object] = [agent, owner]
-        if context_id:
-            where.append("context_id = ?")
-            args.append(context_id)
-        if state is not None and state is not TaskState.UNSPECIFIED:
-            where.append("state = ?")
-            args.append(state.value)
-        if updated_after is not None:
-            where.append("updated_at >= ?")
-            args.append(order_key(updated_after))
-        filters = " AND ".join(where)
+        filters, args = queries.task_filters(
+            "?",
+            order_key,
+            agent,
+            owner,
+            context_id=context_id,
+            state=state,
+            updated_after=updated_after,
+        )
         total = int(
             self._reads.execute(f"SELECT count(*) FROM tasks WHERE {filters}", args).fetchone()[0]
         )
@@ -481,15 +479,11 @@ class SqliteStore(Store):
         return read_task_page(rows, page_size, total)
 
     async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
-        query = (
-            "SELECT agent, id, owner, snapshot, last_seq, context_id, state FROM tasks"
-            " WHERE state IN (?, ?)"
-        )
-        args: list[object] = [TaskState.SUBMITTED.value, TaskState.WORKING.value]
-        if agent is not None:
-            query += " AND agent = ?"
-            args.append(agent)
-        rows = self._reads.execute(query, args).fetchall()
+        clause, args = queries.where("?", "state IN (?, ?)", agent=agent)
+        rows = self._reads.execute(
+            f"SELECT agent, id, owner, snapshot, last_seq, context_id, state FROM tasks{clause}",
+            [TaskState.SUBMITTED.value, TaskState.WORKING.value, *args],
+        ).fetchall()
         return [read_task(row[0], row[1], row[2:]) for row in rows]
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
@@ -577,8 +571,8 @@ class SqliteStore(Store):
         self, agent: str, task_id: str, config_id: str, *, owner: str | None
     ) -> TaskPushNotificationConfig | None:
         row = self._reads.execute(
-            "SELECT task_id, id, owner, url, token, auth_scheme, auth_credentials"
-            " FROM push_configs WHERE agent = ? AND task_id = ? AND id = ?",
+            f"SELECT {queries.PUSH_CONFIG_COLUMNS} FROM push_configs"
+            " WHERE agent = ? AND task_id = ? AND id = ?",
             (agent, task_id, config_id),
         ).fetchone()
         if row is None or (owner is not None and row[2] != owner):
@@ -588,15 +582,7 @@ class SqliteStore(Store):
     async def list_push_configs(
         self, agent: str, task_id: str, *, owner: str | None
     ) -> list[TaskPushNotificationConfig]:
-        query = (
-            "SELECT task_id, id, owner, url, token, auth_scheme, auth_credentials"
-            " FROM push_configs WHERE agent = ? AND task_id = ?"
-        )
-        args: list[object] = [agent, task_id]
-        if owner is not None:
-            query += " AND owner = ?"
-            args.append(owner)
-        rows = self._reads.execute(query + " ORDER BY created_at, id", args).fetchall()
+        rows = self._reads.execute(*queries.push_configs("?", agent, task_id, owner)).fetchall()
         return [read_push_config(row, self._box) for row in rows]
 
     async def delete_push_config(
@@ -614,15 +600,8 @@ class SqliteStore(Store):
     async def pending_lanes(
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Lane]:
-        query = "SELECT DISTINCT agent, task_id, config_id FROM push_outbox WHERE state = 'pending'"
-        args: list[object] = []
-        if agent is not None:
-            query += " AND agent = ?"
-            args.append(agent)
-        if task_id is not None:
-            query += " AND task_id = ?"
-            args.append(task_id)
-        return [Lane(*row) for row in self._reads.execute(query, args).fetchall()]
+        rows = self._reads.execute(*queries.pending_lanes("?", agent, task_id)).fetchall()
+        return [Lane(*row) for row in rows]
 
     async def next_notification(self, lane: Lane) -> Notification | None:
         row = self._reads.execute(
@@ -680,27 +659,12 @@ class SqliteStore(Store):
     async def deliveries(
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Delivery]:
-        query = (
-            "SELECT id, notification_id, agent, task_id, config_id, seq, state, attempts,"
-            " last_error, created_at FROM push_outbox"
-        )
-        where, args = [], []
-        if agent is not None:
-            where.append("agent = ?")
-            args.append(agent)
-        if task_id is not None:
-            where.append("task_id = ?")
-            args.append(task_id)
-        if where:
-            query += " WHERE " + " AND ".join(where)
-        rows = self._reads.execute(query + " ORDER BY id", args).fetchall()
+        rows = self._reads.execute(*queries.deliveries("?", agent, task_id)).fetchall()
         attempts: Iterable[tuple[Any, ...]] = ()
         if rows:
             marks = ",".join("?" * len(rows))
             attempts = self._reads.execute(
-                "SELECT outbox_id, attempt, at, status, error, duration_ms FROM push_attempts"
-                f" WHERE outbox_id IN ({marks}) ORDER BY outbox_id, attempt",
-                [row[0] for row in rows],
+                queries.attempts(f"IN ({marks})"), [row[0] for row in rows]
             )
         return read_deliveries(rows, attempts)
 

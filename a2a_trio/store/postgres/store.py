@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from ...protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
+from .. import queries
 from ..base import Store
 from ..records import (
     STREAMED_KINDS,
@@ -179,18 +180,9 @@ class PostgresStore(Store):
             cursor = (page_time(updated), last_id)
         if _unstorable(agent, owner, context_id or ""):
             return TaskPage([], "", 0)
-        where = ["agent = %s", "owner = %s"]
-        args: list[object] = [agent, owner]
-        if context_id:
-            where.append("context_id = %s")
-            args.append(context_id)
-        if state is not None and state is not TaskState.UNSPECIFIED:
-            where.append("state = %s")
-            args.append(state.value)
-        if updated_after is not None:
-            where.append("updated_at >= %s")
-            args.append(utc(updated_after))
-        filters = " AND ".join(where)
+        filters, args = queries.task_filters(
+            "%s", utc, agent, owner, context_id=context_id, state=state, updated_after=updated_after
+        )
         page_where, page_args = filters, list(args)
         if cursor is not None:
             page_where += " AND (updated_at, id) < (%s, %s)"
@@ -209,15 +201,12 @@ class PostgresStore(Store):
         return read_task_page(rows, page_size, total, order_key)
 
     async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
-        query = (
+        clause, args = queries.where("%s", "state = ANY(%s)", agent=agent)
+        rows = await self._fetchall(
             "SELECT agent, id, owner, snapshot::text, last_seq, context_id, state FROM tasks"
-            " WHERE state = ANY(%s)"
+            f"{clause} ORDER BY updated_at, agent, id",
+            [_UNFINISHED_STATES, *args],
         )
-        args: list[object] = [_UNFINISHED_STATES]
-        if agent is not None:
-            query += " AND agent = %s"
-            args.append(agent)
-        rows = await self._fetchall(query + " ORDER BY updated_at, agent, id", args)
         return [read_task(row[0], row[1], row[2:]) for row in rows]
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
@@ -277,8 +266,8 @@ class PostgresStore(Store):
         if _unstorable(agent, task_id, config_id):
             return None
         row = await self._fetchone(
-            f"SELECT {_CONFIG_COLUMNS} FROM push_configs WHERE agent = %s AND task_id = %s"
-            " AND id = %s",
+            f"SELECT {queries.PUSH_CONFIG_COLUMNS} FROM push_configs"
+            " WHERE agent = %s AND task_id = %s AND id = %s",
             (agent, task_id, config_id),
         )
         if row is None or (owner is not None and row[2] != owner):
@@ -290,12 +279,7 @@ class PostgresStore(Store):
     ) -> list[TaskPushNotificationConfig]:
         if _unstorable(agent, task_id, owner or ""):
             return []
-        query = f"SELECT {_CONFIG_COLUMNS} FROM push_configs WHERE agent = %s AND task_id = %s"
-        args: list[object] = [agent, task_id]
-        if owner is not None:
-            query += " AND owner = %s"
-            args.append(owner)
-        rows = await self._fetchall(query + " ORDER BY created_at, id", args)
+        rows = await self._fetchall(*queries.push_configs("%s", agent, task_id, owner))
         return [read_push_config(row, self._secrets) for row in rows]
 
     async def delete_push_config(
@@ -314,14 +298,7 @@ class PostgresStore(Store):
     async def pending_lanes(
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Lane]:
-        query = "SELECT DISTINCT agent, task_id, config_id FROM push_outbox WHERE state = 'pending'"
-        args: list[object] = []
-        if agent is not None:
-            query += " AND agent = %s"
-            args.append(agent)
-        if task_id is not None:
-            query += " AND task_id = %s"
-            args.append(task_id)
+        query, args = queries.pending_lanes("%s", agent, task_id)
         rows = await self._fetchall(query + " ORDER BY agent, task_id, config_id", args)
         return [Lane(*row) for row in rows]
 
@@ -383,26 +360,12 @@ class PostgresStore(Store):
     async def deliveries(
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Delivery]:
-        query = (
-            "SELECT id, notification_id, agent, task_id, config_id, seq, state, attempts,"
-            " last_error, created_at FROM push_outbox"
-        )
-        where, args = [], []
-        if agent is not None:
-            where.append("agent = %s")
-            args.append(agent)
-        if task_id is not None:
-            where.append("task_id = %s")
-            args.append(task_id)
-        if where:
-            query += " WHERE " + " AND ".join(where)
+        query, args = queries.deliveries("%s", agent, task_id)
 
         def read(conn: Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-            rows = conn.execute(query + " ORDER BY id", args).fetchall()
+            rows = conn.execute(query, args).fetchall()
             attempts = conn.execute(
-                "SELECT outbox_id, attempt, at, status, error, duration_ms FROM push_attempts"
-                " WHERE outbox_id = ANY(%s::bigint[]) ORDER BY outbox_id, attempt",
-                ([row[0] for row in rows],),
+                queries.attempts("= ANY(%s::bigint[])"), ([row[0] for row in rows],)
             ).fetchall()
             return rows, attempts
 
@@ -425,8 +388,6 @@ def _unstorable(*keys: str) -> bool:
     """
     return any("\0" in key for key in keys)
 
-
-_CONFIG_COLUMNS = "task_id, id, owner, url, token, auth_scheme, auth_credentials"
 
 #: What prune counts, in the order its queries return them.
 _PRUNED = ("tasks", "events", "push_configs", "notifications", "attempts", "receipts")
