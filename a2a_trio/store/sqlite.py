@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -49,6 +50,22 @@ from .secrets import SecretBox, development_key
 __all__ = ["SqliteStore"]
 
 
+@dataclass(frozen=True, slots=True)
+class _OpenDatabase:
+    """What :meth:`SqliteStore.connect` opens, all at once."""
+
+    db: sqlite_utils.Database
+    #: ``db``'s connection, the only one that writes.
+    writer: sqlite3.Connection
+    #: While a write runs on a worker thread (see :meth:`SqliteStore.record`),
+    #: reads go through this connection of their own, so that none sees the
+    #: write before it commits. Otherwise they share the writing connection,
+    #: whose page cache a write of its own leaves warm. An in-memory database
+    #: has one connection for both.
+    reader: sqlite3.Connection
+    box: SecretBox
+
+
 class SqliteStore(Store):
     """The durable state of every agent mounted on one SQLite file."""
 
@@ -65,18 +82,10 @@ class SqliteStore(Store):
         #: on a worker thread (see :meth:`record`).
         self.thread_chars = 256 * 1024
         self._synchronous = synchronous
-        self._db: sqlite_utils.Database | None = None
-        self._connection: sqlite3.Connection | None = None
-        #: While a write runs on a worker thread (see :meth:`record`), reads go
-        #: through this connection of their own, so that none sees the write
-        #: before it commits. Otherwise they share the writing connection,
-        #: whose page cache a write of its own leaves warm. An in-memory
-        #: database has one connection for both.
-        self._reader: sqlite3.Connection | None = None
+        self._open_db: _OpenDatabase | None = None
         self._writing_elsewhere = False
         #: One write at a time on the writing connection, whichever thread runs it.
         self._writing = trio.Lock()
-        self._secrets: SecretBox | None = None
         #: Held while this store serves the database (``open(exclusive=True)``).
         self._lock: ServingLock | None = None
         self._commits = 0
@@ -103,7 +112,7 @@ class SqliteStore(Store):
             lock = ServingLock(self.path)
             lock.acquire()
             self._lock, locked_now = lock, True
-        if self._db is None:
+        if self._open_db is None:
             try:
                 self._connect()
             except BaseException:
@@ -117,9 +126,7 @@ class SqliteStore(Store):
         return self.path == ":memory:" or self.path.startswith("file::memory:")
 
     def _connect(self) -> None:
-        conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=5.0
-        )
+        conn = self._new_connection()
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
         db = sqlite_utils.Database(conn)
@@ -131,57 +138,50 @@ class SqliteStore(Store):
         key = self._secret_key
         if key is None:
             key = Fernet.generate_key() if self._in_memory else development_key(Path(self.path))
-        self._secrets = SecretBox(key)
-        self._db = db
-        self._connection = conn
-        if self._in_memory:
-            self._reader = conn
-        else:
-            self._reader = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=5.0
-            )
+        box = SecretBox(key)
+        reader = conn if self._in_memory else self._new_connection()
+        self._open_db = _OpenDatabase(db, conn, reader, box)
+
+    def _new_connection(self) -> sqlite3.Connection:
+        return sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=5.0
+        )
+
+    @property
+    def _opened(self) -> _OpenDatabase:
+        if self._open_db is None:
+            self.connect()
+        assert self._open_db is not None
+        return self._open_db
 
     @property
     def db(self) -> sqlite_utils.Database:
         """The sqlite-utils view of the database (for tools; the server uses the methods)."""
-        if self._db is None:
-            self.connect()
-        assert self._db is not None
-        return self._db
+        return self._opened.db
 
     @property
     def _conn(self) -> sqlite3.Connection:
-        if self._connection is None:
-            self.connect()
-        assert self._connection is not None
-        return self._connection
+        return self._opened.writer
 
     @property
     def _reads(self) -> sqlite3.Connection:
-        if self._reader is None:
-            self.connect()
-        assert self._reader is not None and self._connection is not None
-        return self._reader if self._writing_elsewhere else self._connection
+        opened = self._opened
+        return opened.reader if self._writing_elsewhere else opened.writer
 
     @property
     def _box(self) -> SecretBox:
-        if self._secrets is None:
-            self.connect()
-        assert self._secrets is not None
-        return self._secrets
+        return self._opened.box
 
     def close(self) -> None:
         """:meth:`aclose`, synchronously (SQLite only)."""
         if self._checkpointer is not None:
             self._checkpointer.close()
             self._checkpointer = None
-        if self._reader is not None and self._reader is not self._connection:
-            self._reader.close()
-        self._reader = None
-        if self._db is not None:
-            self._db.conn.close()
-            self._db = None
-            self._connection = None
+        opened, self._open_db = self._open_db, None
+        if opened is not None:
+            if opened.reader is not opened.writer:
+                opened.reader.close()
+            opened.writer.close()
         self._release_lock()
 
     def _release_lock(self) -> None:
@@ -200,7 +200,7 @@ class SqliteStore(Store):
         Deferred, commits only append to the WAL, and a worker thread calls
         :meth:`checkpoint` (see :func:`a2a_trio.store.checkpoint_periodically`).
         """
-        if self._connection is not None or deferred:
+        if self._open_db is not None or deferred:
             self._conn.execute(f"PRAGMA wal_autocheckpoint={0 if deferred else 1000}")
 
     @property
@@ -215,9 +215,7 @@ class SqliteStore(Store):
         of its own, which only one thread at a time may use.
         """
         if self._checkpointer is None:
-            self._checkpointer = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=5.0
-            )
+            self._checkpointer = self._new_connection()
         self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     # --- tasks and events ---------------------------------------------------
