@@ -11,8 +11,8 @@ own connection without that lock, and WAL lets them read while the server writes
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -241,11 +241,9 @@ class SqliteStore(Store):
                 self._writing_elsewhere = False
 
     def _record(self, round: Round) -> list[ShareOutcome]:
-        conn = self._conn
         now = order_key(utcnow())
         outcomes: list[ShareOutcome] = []
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._committing() as conn:
             for share in round.shares:
                 conn.execute("SAVEPOINT share")
                 try:
@@ -257,13 +255,6 @@ class SqliteStore(Store):
                     continue
                 conn.execute("RELEASE share")
                 outcomes.append(ShareOutcome(queued))
-            conn.execute("COMMIT")
-        except BaseException:
-            # A failed COMMIT (I/O, a full disk) leaves the transaction open.
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        self._commits += 1
         return outcomes
 
     def _write_share(self, conn: sqlite3.Connection, share: Share, now: str, push: bool) -> int:
@@ -381,20 +372,24 @@ class SqliteStore(Store):
     async def _transaction(self) -> AsyncIterator[sqlite3.Connection]:
         """One transaction of the statements run inside (on the trio thread)."""
         async with self._turn():
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._committing() as conn:
                 yield conn
-            except BaseException:
+
+    @contextmanager
+    def _committing(self) -> Iterator[sqlite3.Connection]:
+        """One transaction on the writing connection, whose turn the caller holds."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            # A failed COMMIT (I/O, a full disk) leaves the transaction open;
+            # SQLite may have rolled back already after a failed statement.
+            if conn.in_transaction:
                 conn.execute("ROLLBACK")
-                raise
-            try:
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            self._commits += 1
+            raise
+        self._commits += 1
 
     # --- message receipts (retries, spec 3.3.1) ------------------------------
 
