@@ -14,7 +14,9 @@ from datetime import datetime
 from ..protocol import TaskState
 
 __all__ = [
+    "FINAL_STATES",
     "PUSH_CONFIG_COLUMNS",
+    "UNFINISHED_STATES",
     "attempts",
     "deliveries",
     "pending_lanes",
@@ -25,6 +27,11 @@ __all__ = [
 
 #: A push config's columns, as :func:`.records.read_push_config` takes them.
 PUSH_CONFIG_COLUMNS = "task_id, id, owner, url, token, auth_scheme, auth_credentials"
+
+#: The states of the tasks left with work under way (``unfinished_tasks``),
+#: and of the finished ones (those ``prune`` may delete), as stored.
+UNFINISHED_STATES = [TaskState.SUBMITTED.value, TaskState.WORKING.value]
+FINAL_STATES = [state.value for state in TaskState if state.is_final]
 
 Query = tuple[str, list[object]]
 

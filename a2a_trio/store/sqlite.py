@@ -475,17 +475,16 @@ class SqliteStore(Store):
         clause, args = queries.where("?", "state IN (?, ?)", agent=agent)
         rows = self._reads.execute(
             f"SELECT agent, id, owner, snapshot, last_seq, context_id, state FROM tasks{clause}",
-            [TaskState.SUBMITTED.value, TaskState.WORKING.value, *args],
+            [*queries.UNFINISHED_STATES, *args],
         ).fetchall()
         return [read_task(row[0], row[1], row[2:]) for row in rows]
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
-        finals = tuple(state.value for state in TaskState if state.is_final)
         cutoff = order_key(older_than)
         doomed = "SELECT agent, id FROM tasks WHERE updated_at < ? AND state IN (?, ?, ?, ?)"
-        args = (cutoff, *finals)
+        args = (cutoff, *queries.FINAL_STATES)
         counts: dict[str, int] = {}
-        queries = {
+        counting = {
             "tasks": f"SELECT count(*) FROM ({doomed})",
             "events": f"SELECT count(*) FROM task_events WHERE (agent, task_id) IN ({doomed})",
             "push_configs": "SELECT count(*) FROM push_configs WHERE (agent, task_id) IN "
@@ -495,7 +494,7 @@ class SqliteStore(Store):
             "attempts": "SELECT count(*) FROM push_attempts WHERE outbox_id IN (SELECT id FROM"
             f" push_outbox WHERE (agent, task_id) IN ({doomed}))",
         }
-        for name, query in queries.items():
+        for name, query in counting.items():
             counts[name] = int(self._reads.execute(query, args).fetchone()[0])
         receipts = "FROM message_receipts WHERE created_at < ?"
         counts["receipts"] = int(

@@ -48,9 +48,6 @@ __all__ = ["PostgresStore"]
 
 T = TypeVar("T")
 
-_FINAL_STATES = [state.value for state in TaskState if state.is_final]
-_UNFINISHED_STATES = [TaskState.SUBMITTED.value, TaskState.WORKING.value]
-
 
 class PostgresStore(Store):
     """The durable state of every agent mounted on one PostgreSQL database.
@@ -205,14 +202,14 @@ class PostgresStore(Store):
         rows = await self._fetchall(
             "SELECT agent, id, owner, snapshot::text, last_seq, context_id, state FROM tasks"
             f"{clause} ORDER BY updated_at, agent, id",
-            [_UNFINISHED_STATES, *args],
+            [queries.UNFINISHED_STATES, *args],
         )
         return [read_task(row[0], row[1], row[2:]) for row in rows]
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
         cutoff = utc(older_than)
         query = _PRUNE_COUNT if dry_run else _PRUNE
-        row = await self._fetchone(query, {"cutoff": cutoff, "finals": _FINAL_STATES})
+        row = await self._fetchone(query, {"cutoff": cutoff, "finals": queries.FINAL_STATES})
         assert row is not None
         return dict(zip(_PRUNED, (int(count) for count in row), strict=True))
 
