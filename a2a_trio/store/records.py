@@ -2,7 +2,7 @@
 
 Plain data shared by every backend, with the few rules about stored text
 that both must apply alike (how a snapshot is read back, how times sort,
-what a page token holds).
+what a page token holds) and the readers that turn their rows into records.
 """
 
 from __future__ import annotations
@@ -11,12 +11,24 @@ import base64
 import binascii
 import json
 import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from ..protocol import InvalidParamsError, Message, Part, Role, Task, TaskState, TaskStatus
+from ..protocol import (
+    InvalidParamsError,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+)
 from ..protocol._base import iso_utc
+from ..protocol.models import AuthenticationInfo
+from .secrets import SecretBox
 
 __all__ = [
     "STREAMED_KINDS",
@@ -33,7 +45,11 @@ __all__ = [
     "decode_page_token",
     "encode_page_token",
     "order_key",
+    "read_deliveries",
+    "read_push_config",
     "read_snapshot",
+    "read_task",
+    "read_task_page",
 ]
 
 log = logging.getLogger("a2a_trio.store")
@@ -197,3 +213,96 @@ def decode_page_token(token: str) -> tuple[str, str]:
             "pageToken: not a token this server issued", metadata={"field": "pageToken"}
         ) from None
     return updated_at, task_id
+
+
+# --- rows into records ----------------------------------------------------------------
+#
+# Each backend selects the columns in the order a reader names; ``time`` turns
+# a time column as the backend returns it into its order_key text (SQLite
+# stores that text already; PostgreSQL returns a datetime).
+
+
+def _as_stored(text: str) -> str:
+    return text
+
+
+def read_task(agent: str, task_id: str, row: Sequence[Any]) -> StoredTask:
+    """The task of a row (owner, snapshot text, last_seq, context_id, state)."""
+    owner, snapshot, last_seq, context_id, state = row
+    return StoredTask(
+        agent, owner, read_snapshot(task_id, context_id, state, snapshot), int(last_seq)
+    )
+
+
+def read_task_page(
+    rows: Sequence[Sequence[Any]],
+    page_size: int,
+    total: int,
+    time: Callable[[Any], str] = _as_stored,
+) -> TaskPage:
+    """A ListTasks page of rows (id, updated_at, snapshot text, context_id, state).
+
+    The rows are fetched one past ``page_size``: a row past it means there is a
+    next page, which starts after the page's last task.
+    """
+    next_token = ""
+    if len(rows) > page_size:
+        rows = rows[:page_size]
+        next_token = encode_page_token(time(rows[-1][1]), rows[-1][0])
+    tasks = [read_snapshot(row[0], row[3], row[4], row[2]) for row in rows]
+    return TaskPage(tasks, next_token, total)
+
+
+def read_push_config(row: Sequence[Any], box: SecretBox) -> TaskPushNotificationConfig:
+    """A config of a row (task_id, id, owner, url, token, auth_scheme, auth_credentials).
+
+    Its secrets are opened with ``box``. Checked when saved, it is read back
+    as stored (an older version's row included).
+    """
+    task_id, config_id, _owner, url, token, scheme, credentials = row
+    authentication = None
+    if scheme:
+        authentication = AuthenticationInfo.model_construct(
+            scheme=scheme, credentials=box.open(credentials)
+        )
+    return TaskPushNotificationConfig.model_construct(
+        id=config_id,
+        task_id=task_id,
+        url=url,
+        token=box.open(token),
+        authentication=authentication,
+    )
+
+
+def read_deliveries(
+    rows: Iterable[Sequence[Any]],
+    attempt_rows: Iterable[Sequence[Any]],
+    time: Callable[[Any], str] = _as_stored,
+) -> list[Delivery]:
+    """Outbox rows with the attempts made for each, both in the order given.
+
+    An outbox row is (id, notification_id, agent, task_id, config_id, seq,
+    state, attempts, last_error, created_at); an attempt row is (outbox_id,
+    attempt, at, status, error, duration_ms).
+    """
+    attempts: dict[int, list[Attempt]] = {}
+    for outbox_id, number, at, status, error, duration in attempt_rows:
+        attempts.setdefault(outbox_id, []).append(
+            Attempt(number, time(at), status, error, duration)
+        )
+    return [
+        Delivery(
+            id=row[0],
+            notification_id=row[1],
+            agent=row[2],
+            task_id=row[3],
+            config_id=row[4],
+            seq=row[5],
+            state=row[6],
+            attempts_made=row[7],
+            last_error=row[8],
+            created_at=time(row[9]),
+            attempts=attempts.get(row[0], []),
+        )
+        for row in rows
+    ]

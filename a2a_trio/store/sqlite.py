@@ -11,24 +11,24 @@ own connection without that lock, and WAL lets them read while the server writes
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import sqlite_utils
 import trio
 from cryptography.fernet import Fernet
 
 from ..protocol import TaskPushNotificationConfig, TaskState, utcnow
-from ..protocol.models import AuthenticationInfo
 from ..protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
+from . import queries
 from .base import Store
 from .lock import ServingLock
 from .records import (
     STREAMED_KINDS,
-    Attempt,
     Delivery,
     Lane,
     LoggedEvent,
@@ -37,15 +37,33 @@ from .records import (
     StoredTask,
     TaskPage,
     decode_page_token,
-    encode_page_token,
     order_key,
-    read_snapshot,
+    read_deliveries,
+    read_push_config,
+    read_task,
+    read_task_page,
 )
 from .rounds import Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
 from .schema import migrate
 from .secrets import SecretBox, development_key
 
 __all__ = ["SqliteStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class _OpenDatabase:
+    """What :meth:`SqliteStore.connect` opens, all at once."""
+
+    db: sqlite_utils.Database
+    #: ``db``'s connection, the only one that writes.
+    writer: sqlite3.Connection
+    #: While a write runs on a worker thread (see :meth:`SqliteStore.record`),
+    #: reads go through this connection of their own, so that none sees the
+    #: write before it commits. Otherwise they share the writing connection,
+    #: whose page cache a write of its own leaves warm. An in-memory database
+    #: has one connection for both.
+    reader: sqlite3.Connection
+    box: SecretBox
 
 
 class SqliteStore(Store):
@@ -64,18 +82,10 @@ class SqliteStore(Store):
         #: on a worker thread (see :meth:`record`).
         self.thread_chars = 256 * 1024
         self._synchronous = synchronous
-        self._db: sqlite_utils.Database | None = None
-        self._connection: sqlite3.Connection | None = None
-        #: While a write runs on a worker thread (see :meth:`record`), reads go
-        #: through this connection of their own, so that none sees the write
-        #: before it commits. Otherwise they share the writing connection,
-        #: whose page cache a write of its own leaves warm. An in-memory
-        #: database has one connection for both.
-        self._reader: sqlite3.Connection | None = None
+        self._open_db: _OpenDatabase | None = None
         self._writing_elsewhere = False
         #: One write at a time on the writing connection, whichever thread runs it.
         self._writing = trio.Lock()
-        self._secrets: SecretBox | None = None
         #: Held while this store serves the database (``open(exclusive=True)``).
         self._lock: ServingLock | None = None
         self._commits = 0
@@ -93,20 +103,16 @@ class SqliteStore(Store):
     def connect(self, *, exclusive: bool = False) -> SqliteStore:
         """:meth:`open`, synchronously (SQLite only): for tools, tests and :attr:`db`.
 
-        Every other method opens on first use.
-
-        ``exclusive`` is for serving: the store then holds the database until
-        :meth:`close`, and opening it exclusively anywhere else, in this process
-        or another, raises :class:`~a2a_trio.store.DatabaseInUseError` naming
-        the holder, before connecting. Plain opens (readers such as the CLI)
-        neither take nor heed it. An in-memory database needs none.
+        Every other method opens on first use. ``exclusive`` is as for
+        :meth:`open`, until :meth:`close`; the lock is taken before
+        connecting, and an in-memory database needs none.
         """
         locked_now = False
         if exclusive and self._lock is None and not self._in_memory:
             lock = ServingLock(self.path)
             lock.acquire()
             self._lock, locked_now = lock, True
-        if self._db is None:
+        if self._open_db is None:
             try:
                 self._connect()
             except BaseException:
@@ -120,9 +126,7 @@ class SqliteStore(Store):
         return self.path == ":memory:" or self.path.startswith("file::memory:")
 
     def _connect(self) -> None:
-        conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=5.0
-        )
+        conn = self._new_connection()
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
         db = sqlite_utils.Database(conn)
@@ -134,57 +138,50 @@ class SqliteStore(Store):
         key = self._secret_key
         if key is None:
             key = Fernet.generate_key() if self._in_memory else development_key(Path(self.path))
-        self._secrets = SecretBox(key)
-        self._db = db
-        self._connection = conn
-        if self._in_memory:
-            self._reader = conn
-        else:
-            self._reader = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=5.0
-            )
+        box = SecretBox(key)
+        reader = conn if self._in_memory else self._new_connection()
+        self._open_db = _OpenDatabase(db, conn, reader, box)
+
+    def _new_connection(self) -> sqlite3.Connection:
+        return sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=5.0
+        )
+
+    @property
+    def _opened(self) -> _OpenDatabase:
+        if self._open_db is None:
+            self.connect()
+        assert self._open_db is not None
+        return self._open_db
 
     @property
     def db(self) -> sqlite_utils.Database:
         """The sqlite-utils view of the database (for tools; the server uses the methods)."""
-        if self._db is None:
-            self.connect()
-        assert self._db is not None
-        return self._db
+        return self._opened.db
 
     @property
     def _conn(self) -> sqlite3.Connection:
-        if self._connection is None:
-            self.connect()
-        assert self._connection is not None
-        return self._connection
+        return self._opened.writer
 
     @property
     def _reads(self) -> sqlite3.Connection:
-        if self._reader is None:
-            self.connect()
-        assert self._reader is not None and self._connection is not None
-        return self._reader if self._writing_elsewhere else self._connection
+        opened = self._opened
+        return opened.reader if self._writing_elsewhere else opened.writer
 
     @property
     def _box(self) -> SecretBox:
-        if self._secrets is None:
-            self.connect()
-        assert self._secrets is not None
-        return self._secrets
+        return self._opened.box
 
     def close(self) -> None:
-        """Disconnect and, when open exclusively, let the database go."""
+        """:meth:`aclose`, synchronously (SQLite only)."""
         if self._checkpointer is not None:
             self._checkpointer.close()
             self._checkpointer = None
-        if self._reader is not None and self._reader is not self._connection:
-            self._reader.close()
-        self._reader = None
-        if self._db is not None:
-            self._db.conn.close()
-            self._db = None
-            self._connection = None
+        opened, self._open_db = self._open_db, None
+        if opened is not None:
+            if opened.reader is not opened.writer:
+                opened.reader.close()
+            opened.writer.close()
         self._release_lock()
 
     def _release_lock(self) -> None:
@@ -203,7 +200,7 @@ class SqliteStore(Store):
         Deferred, commits only append to the WAL, and a worker thread calls
         :meth:`checkpoint` (see :func:`a2a_trio.store.checkpoint_periodically`).
         """
-        if self._connection is not None or deferred:
+        if self._open_db is not None or deferred:
             self._conn.execute(f"PRAGMA wal_autocheckpoint={0 if deferred else 1000}")
 
     @property
@@ -218,9 +215,7 @@ class SqliteStore(Store):
         of its own, which only one thread at a time may use.
         """
         if self._checkpointer is None:
-            self._checkpointer = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=5.0
-            )
+            self._checkpointer = self._new_connection()
         self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     # --- tasks and events ---------------------------------------------------
@@ -246,11 +241,9 @@ class SqliteStore(Store):
                 self._writing_elsewhere = False
 
     def _record(self, round: Round) -> list[ShareOutcome]:
-        conn = self._conn
         now = order_key(utcnow())
         outcomes: list[ShareOutcome] = []
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._committing() as conn:
             for share in round.shares:
                 conn.execute("SAVEPOINT share")
                 try:
@@ -262,13 +255,6 @@ class SqliteStore(Store):
                     continue
                 conn.execute("RELEASE share")
                 outcomes.append(ShareOutcome(queued))
-            conn.execute("COMMIT")
-        except BaseException:
-            # A failed COMMIT (I/O, a full disk) leaves the transaction open.
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        self._commits += 1
         return outcomes
 
     def _write_share(self, conn: sqlite3.Connection, share: Share, now: str, push: bool) -> int:
@@ -386,25 +372,28 @@ class SqliteStore(Store):
     async def _transaction(self) -> AsyncIterator[sqlite3.Connection]:
         """One transaction of the statements run inside (on the trio thread)."""
         async with self._turn():
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._committing() as conn:
                 yield conn
-            except BaseException:
+
+    @contextmanager
+    def _committing(self) -> Iterator[sqlite3.Connection]:
+        """One transaction on the writing connection, whose turn the caller holds."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            # A failed COMMIT (I/O, a full disk) leaves the transaction open;
+            # SQLite may have rolled back already after a failed statement.
+            if conn.in_transaction:
                 conn.execute("ROLLBACK")
-                raise
-            try:
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            self._commits += 1
+            raise
+        self._commits += 1
 
     # --- message receipts (retries, spec 3.3.1) ------------------------------
 
     async def remembered_messages(self, agent: str, since: datetime) -> list[tuple[str, str]]:
-        """(owner, messageId) of every message with a receipt stored at ``since`` or later."""
         rows = self._reads.execute(
             "SELECT owner, message_id FROM message_receipts WHERE agent = ? AND created_at >= ?",
             (agent, order_key(since)),
@@ -412,7 +401,6 @@ class SqliteStore(Store):
         return [(row[0], row[1]) for row in rows]
 
     async def forget_message(self, agent: str, owner: str, message_id: str, digest: str) -> None:
-        """Drop the receipt stored for the message (by :meth:`record`)."""
         async with self._transaction() as conn:
             conn.execute(
                 "DELETE FROM message_receipts WHERE agent = ? AND owner = ? AND message_id = ?"
@@ -423,7 +411,6 @@ class SqliteStore(Store):
     async def find_message(
         self, agent: str, owner: str, message_id: str, digest: str, since: datetime
     ) -> Receipt | None:
-        """What the same message of the same owner started at ``since`` or later, if anything."""
         row = self._reads.execute(
             "SELECT task_id, seq, answer FROM message_receipts WHERE agent = ? AND owner = ?"
             " AND message_id = ? AND digest = ? AND created_at >= ?",
@@ -432,7 +419,6 @@ class SqliteStore(Store):
         return None if row is None else Receipt(row[0], int(row[1]), row[2])
 
     async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
-        """The task, if it exists and (when ``owner`` is given) belongs to ``owner``."""
         row = self._reads.execute(
             "SELECT owner, snapshot, last_seq, context_id, state FROM tasks"
             " WHERE agent = ? AND id = ?",
@@ -440,11 +426,9 @@ class SqliteStore(Store):
         ).fetchone()
         if row is None or (owner is not None and row[0] != owner):
             return None
-        task = read_snapshot(task_id, row[3], row[4], row[1])
-        return StoredTask(agent, row[0], task, int(row[2]))
+        return read_task(agent, task_id, row)
 
     async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
-        """Streamed events of the task with a sequence number above ``seq``."""
         rows = self._reads.execute(
             "SELECT seq, kind, payload FROM task_events WHERE agent = ? AND task_id = ?"
             " AND seq > ? AND kind IN ('task', 'status', 'artifact') ORDER BY seq",
@@ -463,19 +447,15 @@ class SqliteStore(Store):
         page_size: int = 50,
         page_token: str | None = None,
     ) -> TaskPage:
-        """The owner's tasks, most recently updated first, by keyset pagination."""
-        where = ["agent = ?", "owner = ?"]
-        args: list[object] = [agent, owner]
-        if context_id:
-            where.append("context_id = ?")
-            args.append(context_id)
-        if state is not None and state is not TaskState.UNSPECIFIED:
-            where.append("state = ?")
-            args.append(state.value)
-        if updated_after is not None:
-            where.append("updated_at >= ?")
-            args.append(order_key(updated_after))
-        filters = " AND ".join(where)
+        filters, args = queries.task_filters(
+            "?",
+            order_key,
+            agent,
+            owner,
+            context_id=context_id,
+            state=state,
+            updated_after=updated_after,
+        )
         total = int(
             self._reads.execute(f"SELECT count(*) FROM tasks WHERE {filters}", args).fetchone()[0]
         )
@@ -489,41 +469,22 @@ class SqliteStore(Store):
             " ORDER BY updated_at DESC, id DESC LIMIT ?",
             [*page_args, page_size + 1],
         ).fetchall()
-        next_token = ""
-        if len(rows) > page_size:
-            rows = rows[:page_size]
-            next_token = encode_page_token(rows[-1][1], rows[-1][0])
-        tasks = [read_snapshot(row[0], row[3], row[4], row[2]) for row in rows]
-        return TaskPage(tasks, next_token, total)
+        return read_task_page(rows, page_size, total)
 
     async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
-        """Tasks left SUBMITTED or WORKING: work that had a running executor."""
-        query = (
-            "SELECT agent, owner, snapshot, last_seq, id, context_id, state FROM tasks"
-            " WHERE state IN (?, ?)"
-        )
-        args: list[object] = [TaskState.SUBMITTED.value, TaskState.WORKING.value]
-        if agent is not None:
-            query += " AND agent = ?"
-            args.append(agent)
-        rows = self._reads.execute(query, args).fetchall()
-        return [
-            StoredTask(r[0], r[1], read_snapshot(r[4], r[5], r[6], r[2]), int(r[3])) for r in rows
-        ]
+        clause, args = queries.where("?", "state IN (?, ?)", agent=agent)
+        rows = self._reads.execute(
+            f"SELECT agent, id, owner, snapshot, last_seq, context_id, state FROM tasks{clause}",
+            [*queries.UNFINISHED_STATES, *args],
+        ).fetchall()
+        return [read_task(row[0], row[1], row[2:]) for row in rows]
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
-        """Delete finished tasks last updated before ``older_than``, with everything of theirs.
-
-        Returns how many tasks, events, push configs, notifications and
-        delivery attempts went (or would go, with ``dry_run``), and how many
-        message receipts older than ``older_than`` (receipts come with :meth:`record`).
-        """
-        finals = tuple(state.value for state in TaskState if state.is_final)
         cutoff = order_key(older_than)
         doomed = "SELECT agent, id FROM tasks WHERE updated_at < ? AND state IN (?, ?, ?, ?)"
-        args = (cutoff, *finals)
+        args = (cutoff, *queries.FINAL_STATES)
         counts: dict[str, int] = {}
-        queries = {
+        counting = {
             "tasks": f"SELECT count(*) FROM ({doomed})",
             "events": f"SELECT count(*) FROM task_events WHERE (agent, task_id) IN ({doomed})",
             "push_configs": "SELECT count(*) FROM push_configs WHERE (agent, task_id) IN "
@@ -533,7 +494,7 @@ class SqliteStore(Store):
             "attempts": "SELECT count(*) FROM push_attempts WHERE outbox_id IN (SELECT id FROM"
             f" push_outbox WHERE (agent, task_id) IN ({doomed}))",
         }
-        for name, query in queries.items():
+        for name, query in counting.items():
             counts[name] = int(self._reads.execute(query, args).fetchone()[0])
         receipts = "FROM message_receipts WHERE created_at < ?"
         counts["receipts"] = int(
@@ -567,11 +528,6 @@ class SqliteStore(Store):
         *,
         protocol: str = PROTOCOL_VERSION,
     ) -> None:
-        """Insert or replace a config; token and credentials are sealed first.
-
-        ``protocol`` is the version the config was created in: its webhooks
-        carry that version's body.
-        """
         assert config.id and config.task_id
         async with self._transaction() as conn:
             self._insert_push_config(conn, agent, owner, config, protocol)
@@ -607,27 +563,19 @@ class SqliteStore(Store):
         self, agent: str, task_id: str, config_id: str, *, owner: str | None
     ) -> TaskPushNotificationConfig | None:
         row = self._reads.execute(
-            "SELECT task_id, id, owner, url, token, auth_scheme, auth_credentials"
-            " FROM push_configs WHERE agent = ? AND task_id = ? AND id = ?",
+            f"SELECT {queries.PUSH_CONFIG_COLUMNS} FROM push_configs"
+            " WHERE agent = ? AND task_id = ? AND id = ?",
             (agent, task_id, config_id),
         ).fetchone()
         if row is None or (owner is not None and row[2] != owner):
             return None
-        return self._push_config(row)
+        return read_push_config(row, self._box)
 
     async def list_push_configs(
         self, agent: str, task_id: str, *, owner: str | None
     ) -> list[TaskPushNotificationConfig]:
-        query = (
-            "SELECT task_id, id, owner, url, token, auth_scheme, auth_credentials"
-            " FROM push_configs WHERE agent = ? AND task_id = ?"
-        )
-        args: list[object] = [agent, task_id]
-        if owner is not None:
-            query += " AND owner = ?"
-            args.append(owner)
-        rows = self._reads.execute(query + " ORDER BY created_at, id", args).fetchall()
-        return [self._push_config(row) for row in rows]
+        rows = self._reads.execute(*queries.push_configs("?", agent, task_id, owner)).fetchall()
+        return [read_push_config(row, self._box) for row in rows]
 
     async def delete_push_config(
         self, agent: str, task_id: str, config_id: str, *, owner: str
@@ -639,40 +587,15 @@ class SqliteStore(Store):
             )
         return cursor.rowcount > 0
 
-    def _push_config(self, row: tuple[str, ...]) -> TaskPushNotificationConfig:
-        task_id, config_id, _owner, url, token, scheme, credentials = row
-        # Checked when saved; read back as stored (an older version's row included).
-        authentication = None
-        if scheme:
-            authentication = AuthenticationInfo.model_construct(
-                scheme=scheme, credentials=self._box.open(credentials)
-            )
-        return TaskPushNotificationConfig.model_construct(
-            id=config_id,
-            task_id=task_id,
-            url=url,
-            token=self._box.open(token),
-            authentication=authentication,
-        )
-
     # --- push outbox --------------------------------------------------------------
 
     async def pending_lanes(
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Lane]:
-        """Every (agent, task, config) with notifications still to deliver."""
-        query = "SELECT DISTINCT agent, task_id, config_id FROM push_outbox WHERE state = 'pending'"
-        args: list[object] = []
-        if agent is not None:
-            query += " AND agent = ?"
-            args.append(agent)
-        if task_id is not None:
-            query += " AND task_id = ?"
-            args.append(task_id)
-        return [Lane(*row) for row in self._reads.execute(query, args).fetchall()]
+        rows = self._reads.execute(*queries.pending_lanes("?", agent, task_id)).fetchall()
+        return [Lane(*row) for row in rows]
 
     async def next_notification(self, lane: Lane) -> Notification | None:
-        """The oldest notification of the lane still pending (lanes deliver in order)."""
         row = self._reads.execute(
             "SELECT id, notification_id, seq, payload, attempts, next_attempt_at FROM push_outbox"
             " WHERE state = 'pending' AND agent = ? AND task_id = ? AND config_id = ?"
@@ -693,7 +616,6 @@ class SqliteStore(Store):
         duration_ms: float,
         next_attempt_at: float = 0.0,
     ) -> None:
-        """Log one delivery attempt and move the notification on, atomically."""
         attempt = notification.attempts + 1
         now = order_key(utcnow())
         state = "pending" if outcome == "retry" else outcome
@@ -710,7 +632,6 @@ class SqliteStore(Store):
             )
 
     async def abandon_notification(self, notification: Notification, reason: str) -> None:
-        """Fail a notification without an attempt (its config was deleted)."""
         async with self._transaction() as conn:
             conn.execute(
                 "UPDATE push_outbox SET state = 'failed', last_error = ?, updated_at = ?"
@@ -719,7 +640,6 @@ class SqliteStore(Store):
             )
 
     async def requeue_notification(self, outbox_id: int) -> bool:
-        """Put a failed (dead-letter) notification back in its lane for delivery."""
         async with self._transaction() as conn:
             cursor = conn.execute(
                 "UPDATE push_outbox SET state = 'pending', next_attempt_at = 0, updated_at = ?"
@@ -731,48 +651,14 @@ class SqliteStore(Store):
     async def deliveries(
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Delivery]:
-        """Notifications (oldest first) with every attempt made for each."""
-        query = (
-            "SELECT id, notification_id, agent, task_id, config_id, seq, state, attempts,"
-            " last_error, created_at FROM push_outbox"
-        )
-        where, args = [], []
-        if agent is not None:
-            where.append("agent = ?")
-            args.append(agent)
-        if task_id is not None:
-            where.append("task_id = ?")
-            args.append(task_id)
-        if where:
-            query += " WHERE " + " AND ".join(where)
-        rows = self._reads.execute(query + " ORDER BY id", args).fetchall()
-        attempts: dict[int, list[Attempt]] = {}
+        rows = self._reads.execute(*queries.deliveries("?", agent, task_id)).fetchall()
+        attempts: Iterable[tuple[Any, ...]] = ()
         if rows:
             marks = ",".join("?" * len(rows))
-            for outbox_id, attempt, at, status, error, duration in self._reads.execute(
-                "SELECT outbox_id, attempt, at, status, error, duration_ms FROM push_attempts"
-                f" WHERE outbox_id IN ({marks}) ORDER BY outbox_id, attempt",
-                [row[0] for row in rows],
-            ):
-                attempts.setdefault(outbox_id, []).append(
-                    Attempt(attempt, at, status, error, duration)
-                )
-        return [
-            Delivery(
-                id=row[0],
-                notification_id=row[1],
-                agent=row[2],
-                task_id=row[3],
-                config_id=row[4],
-                seq=row[5],
-                state=row[6],
-                attempts_made=row[7],
-                last_error=row[8],
-                created_at=row[9],
-                attempts=attempts.get(row[0], []),
+            attempts = self._reads.execute(
+                queries.attempts(f"IN ({marks})"), [row[0] for row in rows]
             )
-            for row in rows
-        ]
+        return read_deliveries(rows, attempts)
 
 
 def _round_chars(round: Round) -> int:

@@ -16,11 +16,10 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from ...protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
-from ...protocol.models import AuthenticationInfo
+from .. import queries
 from ..base import Store
 from ..records import (
     STREAMED_KINDS,
-    Attempt,
     Delivery,
     Lane,
     LoggedEvent,
@@ -29,9 +28,11 @@ from ..records import (
     StoredTask,
     TaskPage,
     decode_page_token,
-    encode_page_token,
     order_key,
-    read_snapshot,
+    read_deliveries,
+    read_push_config,
+    read_task,
+    read_task_page,
 )
 from ..rounds import Round, ShareOutcome
 from ..secrets import SecretBox
@@ -46,9 +47,6 @@ from .times import page_time, utc
 __all__ = ["PostgresStore"]
 
 T = TypeVar("T")
-
-_FINAL_STATES = [state.value for state in TaskState if state.is_final]
-_UNFINISHED_STATES = [TaskState.SUBMITTED.value, TaskState.WORKING.value]
 
 
 class PostgresStore(Store):
@@ -150,8 +148,7 @@ class PostgresStore(Store):
         )
         if row is None or (owner is not None and row[0] != owner):
             return None
-        task = read_snapshot(task_id, row[3], row[4], row[1])
-        return StoredTask(agent, row[0], task, int(row[2]))
+        return read_task(agent, task_id, row)
 
     async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
         if _unstorable(agent, task_id):
@@ -180,18 +177,9 @@ class PostgresStore(Store):
             cursor = (page_time(updated), last_id)
         if _unstorable(agent, owner, context_id or ""):
             return TaskPage([], "", 0)
-        where = ["agent = %s", "owner = %s"]
-        args: list[object] = [agent, owner]
-        if context_id:
-            where.append("context_id = %s")
-            args.append(context_id)
-        if state is not None and state is not TaskState.UNSPECIFIED:
-            where.append("state = %s")
-            args.append(state.value)
-        if updated_after is not None:
-            where.append("updated_at >= %s")
-            args.append(utc(updated_after))
-        filters = " AND ".join(where)
+        filters, args = queries.task_filters(
+            "%s", utc, agent, owner, context_id=context_id, state=state, updated_after=updated_after
+        )
         page_where, page_args = filters, list(args)
         if cursor is not None:
             page_where += " AND (updated_at, id) < (%s, %s)"
@@ -207,31 +195,21 @@ class PostgresStore(Store):
             return (int(count[0]) if count else 0), rows
 
         total, rows = await self._run(read)
-        next_token = ""
-        if len(rows) > page_size:
-            rows = rows[:page_size]
-            next_token = encode_page_token(order_key(rows[-1][1]), rows[-1][0])
-        tasks = [read_snapshot(row[0], row[3], row[4], row[2]) for row in rows]
-        return TaskPage(tasks, next_token, total)
+        return read_task_page(rows, page_size, total, order_key)
 
     async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
-        query = (
-            "SELECT agent, owner, snapshot::text, last_seq, id, context_id, state FROM tasks"
-            " WHERE state = ANY(%s)"
+        clause, args = queries.where("%s", "state = ANY(%s)", agent=agent)
+        rows = await self._fetchall(
+            "SELECT agent, id, owner, snapshot::text, last_seq, context_id, state FROM tasks"
+            f"{clause} ORDER BY updated_at, agent, id",
+            [queries.UNFINISHED_STATES, *args],
         )
-        args: list[object] = [_UNFINISHED_STATES]
-        if agent is not None:
-            query += " AND agent = %s"
-            args.append(agent)
-        rows = await self._fetchall(query + " ORDER BY updated_at, agent, id", args)
-        return [
-            StoredTask(r[0], r[1], read_snapshot(r[4], r[5], r[6], r[2]), int(r[3])) for r in rows
-        ]
+        return [read_task(row[0], row[1], row[2:]) for row in rows]
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
         cutoff = utc(older_than)
         query = _PRUNE_COUNT if dry_run else _PRUNE
-        row = await self._fetchone(query, {"cutoff": cutoff, "finals": _FINAL_STATES})
+        row = await self._fetchone(query, {"cutoff": cutoff, "finals": queries.FINAL_STATES})
         assert row is not None
         return dict(zip(_PRUNED, (int(count) for count in row), strict=True))
 
@@ -285,26 +263,21 @@ class PostgresStore(Store):
         if _unstorable(agent, task_id, config_id):
             return None
         row = await self._fetchone(
-            f"SELECT {_CONFIG_COLUMNS} FROM push_configs WHERE agent = %s AND task_id = %s"
-            " AND id = %s",
+            f"SELECT {queries.PUSH_CONFIG_COLUMNS} FROM push_configs"
+            " WHERE agent = %s AND task_id = %s AND id = %s",
             (agent, task_id, config_id),
         )
         if row is None or (owner is not None and row[2] != owner):
             return None
-        return self._push_config(row)
+        return read_push_config(row, self._secrets)
 
     async def list_push_configs(
         self, agent: str, task_id: str, *, owner: str | None
     ) -> list[TaskPushNotificationConfig]:
         if _unstorable(agent, task_id, owner or ""):
             return []
-        query = f"SELECT {_CONFIG_COLUMNS} FROM push_configs WHERE agent = %s AND task_id = %s"
-        args: list[object] = [agent, task_id]
-        if owner is not None:
-            query += " AND owner = %s"
-            args.append(owner)
-        rows = await self._fetchall(query + " ORDER BY created_at, id", args)
-        return [self._push_config(row) for row in rows]
+        rows = await self._fetchall(*queries.push_configs("%s", agent, task_id, owner))
+        return [read_push_config(row, self._secrets) for row in rows]
 
     async def delete_push_config(
         self, agent: str, task_id: str, config_id: str, *, owner: str
@@ -317,35 +290,12 @@ class PostgresStore(Store):
         )
         return deleted > 0
 
-    def _push_config(self, row: tuple[Any, ...]) -> TaskPushNotificationConfig:
-        task_id, config_id, _owner, url, token, scheme, credentials = row
-        # Checked when saved; read back as stored (an older version's row included).
-        authentication = None
-        if scheme:
-            authentication = AuthenticationInfo.model_construct(
-                scheme=scheme, credentials=self._secrets.open(credentials)
-            )
-        return TaskPushNotificationConfig.model_construct(
-            id=config_id,
-            task_id=task_id,
-            url=url,
-            token=self._secrets.open(token),
-            authentication=authentication,
-        )
-
     # --- push outbox --------------------------------------------------------------------
 
     async def pending_lanes(
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Lane]:
-        query = "SELECT DISTINCT agent, task_id, config_id FROM push_outbox WHERE state = 'pending'"
-        args: list[object] = []
-        if agent is not None:
-            query += " AND agent = %s"
-            args.append(agent)
-        if task_id is not None:
-            query += " AND task_id = %s"
-            args.append(task_id)
+        query, args = queries.pending_lanes("%s", agent, task_id)
         rows = await self._fetchall(query + " ORDER BY agent, task_id, config_id", args)
         return [Lane(*row) for row in rows]
 
@@ -407,51 +357,17 @@ class PostgresStore(Store):
     async def deliveries(
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Delivery]:
-        query = (
-            "SELECT id, notification_id, agent, task_id, config_id, seq, state, attempts,"
-            " last_error, created_at FROM push_outbox"
-        )
-        where, args = [], []
-        if agent is not None:
-            where.append("agent = %s")
-            args.append(agent)
-        if task_id is not None:
-            where.append("task_id = %s")
-            args.append(task_id)
-        if where:
-            query += " WHERE " + " AND ".join(where)
+        query, args = queries.deliveries("%s", agent, task_id)
 
         def read(conn: Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-            rows = conn.execute(query + " ORDER BY id", args).fetchall()
+            rows = conn.execute(query, args).fetchall()
             attempts = conn.execute(
-                "SELECT outbox_id, attempt, at, status, error, duration_ms FROM push_attempts"
-                " WHERE outbox_id = ANY(%s::bigint[]) ORDER BY outbox_id, attempt",
-                ([row[0] for row in rows],),
+                queries.attempts("= ANY(%s::bigint[])"), ([row[0] for row in rows],)
             ).fetchall()
             return rows, attempts
 
-        rows, attempt_rows = await self._run(read)
-        attempts: dict[int, list[Attempt]] = {}
-        for outbox_id, number, at, status, error, duration in attempt_rows:
-            attempts.setdefault(outbox_id, []).append(
-                Attempt(number, order_key(at), status, error, duration)
-            )
-        return [
-            Delivery(
-                id=row[0],
-                notification_id=row[1],
-                agent=row[2],
-                task_id=row[3],
-                config_id=row[4],
-                seq=row[5],
-                state=row[6],
-                attempts_made=row[7],
-                last_error=row[8],
-                created_at=order_key(row[9]),
-                attempts=attempts.get(row[0], []),
-            )
-            for row in rows
-        ]
+        rows, attempts = await self._run(read)
+        return read_deliveries(rows, attempts, order_key)
 
 
 def _prepare(conn: Connection, *, display: str, keyed: bool) -> bytes | None:
@@ -469,8 +385,6 @@ def _unstorable(*keys: str) -> bool:
     """
     return any("\0" in key for key in keys)
 
-
-_CONFIG_COLUMNS = "task_id, id, owner, url, token, auth_scheme, auth_credentials"
 
 #: What prune counts, in the order its queries return them.
 _PRUNED = ("tasks", "events", "push_configs", "notifications", "attempts", "receipts")
