@@ -68,10 +68,12 @@ def postgres() -> Iterator[PostgresLocation]:
     name = f"a2a_trio_test_{uuid.uuid4().hex[:12]}"
     with admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        try:
-            yield dataclasses.replace(server, dbname=name)
-        finally:
-            # FORCE ends connections a failed test left behind (PostgreSQL 13+).
+    try:
+        yield dataclasses.replace(server, dbname=name)
+    finally:
+        # A connection of its own: a test may have restarted the server meanwhile.
+        # FORCE ends connections a failed test left behind (PostgreSQL 13+).
+        with admin_connect(server) as admin:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
