@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import sqlite3
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, closing, contextmanager, suppress
@@ -234,3 +236,32 @@ def raising_trigger(
         )
     undo = [f"DROP TRIGGER IF EXISTS {name} ON {table}", f"DROP FUNCTION IF EXISTS {name}()"]
     return [function, trigger], undo
+
+
+#: A process that serves the database at ``argv[1]`` (holds it as a server's
+#: store does) until killed.
+_HOLDER = """
+import sys, trio
+from a2a_trio.store.factory import store_at
+async def main():
+    store = store_at(sys.argv[1])  # held here: a collected store lets the database go
+    await store.open(exclusive=True)
+    print("holding", flush=True)
+    await trio.sleep_forever()
+trio.run(main)
+"""
+
+
+@contextmanager
+def served_elsewhere(database: str) -> Iterator[subprocess.Popen[str]]:
+    """Another process serving ``database`` (a URL) for the block; killed at its end."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, database], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "holding\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait(10)

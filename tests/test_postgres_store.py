@@ -34,7 +34,7 @@ from a2a_trio.store.records import encode_page_token
 from a2a_trio.store.rounds import StaleTask
 from a2a_trio.store.url import PostgresLocation
 
-from .postgres import admin_connect, empty_data_tables
+from .postgres import admin_connect, empty_data_tables, postgres_url, served_elsewhere
 from .store_contract import *  # noqa: F403  (the contract runs against this backend)
 from .store_contract import (
     AGENT,
@@ -339,36 +339,11 @@ async def test_a_store_that_fails_to_open_for_serving_lets_the_database_go(
     assert serving_lock_is_free(empty_database)
 
 
-#: Serves the database named by argv (holds it as a server's store does) until killed.
-HOLDER = """
-import sys, trio
-from a2a_trio.store.postgres import PostgresStore
-from a2a_trio.store.url import PostgresLocation
-host, port, dbname, user = sys.argv[1:5]
-async def main():
-    store = PostgresStore(PostgresLocation(host, int(port), dbname, user or None))
-    await store.open(exclusive=True)
-    print("holding", flush=True)
-    await trio.sleep_forever()
-trio.run(main)
-"""
-
-
 @pytest.fixture
 def held_elsewhere(postgres: PostgresLocation) -> Iterator[subprocess.Popen[str]]:
     """Another process serving the database; killed at the end if still alive."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, *location_argv(postgres)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline() == "holding\n"
+    with served_elsewhere(postgres_url(postgres)) as holder:
         yield holder
-    finally:
-        holder.kill()
-        holder.wait(10)
 
 
 async def test_serving_a_database_another_process_serves_is_refused(

@@ -14,7 +14,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from functools import partial
@@ -30,6 +29,7 @@ from a2a_trio.store.factory import store_at
 from a2a_trio.store.lock import ServingLock
 from a2a_trio.store.schema import SCHEMA_VERSION, migrate
 
+from .postgres import served_elsewhere, sqlite_url
 from .store_contract import *  # noqa: F403  (the contract runs against this backend)
 from .store_contract import AGENT, ALICE, create, creating, ids, make_task, push_config, record
 
@@ -268,32 +268,12 @@ async def test_a_round_whose_commit_fails_stores_nothing_and_raises(
 
 # --- serving: one process per database ----------------------------------------------
 
-#: A process that serves ``argv[1]`` (holds it as a server's store does) until killed.
-HOLDER = """
-import sys
-from a2a_trio.store import SqliteStore
-store = SqliteStore(sys.argv[1]).connect(exclusive=True)
-print("holding", flush=True)
-sys.stdin.read()
-"""
-
 
 @pytest.fixture
 def held_elsewhere(sqlite_file: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process serving ``sqlite_file``; killed at the end if still alive."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(sqlite_file)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline() == "holding\n"
+    with served_elsewhere(sqlite_url(sqlite_file)) as holder:
         yield holder
-    finally:
-        holder.kill()
-        holder.wait(10)
 
 
 async def test_serving_a_database_another_process_serves_is_refused_naming_it_and_the_fix(

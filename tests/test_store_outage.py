@@ -28,6 +28,13 @@ def outage(store: Store) -> AbstractContextManager[None]:
     )
 
 
+async def held_task(host: AgentHost, executor: ScriptedExecutor) -> str:
+    """Start a task that holds WORKING until its executor's gate opens; its id."""
+    answer = await host.send_message(request("hold", return_immediately=True), ALICE)
+    await executor.gate.reached.wait()
+    return answer.id  # type: ignore[union-attr]
+
+
 async def test_a_task_whose_ending_cannot_be_stored_ends_failed_once_the_store_is_back(
     database: str, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -37,9 +44,7 @@ async def test_a_task_whose_ending_cannot_be_stored_ends_failed_once_the_store_i
         async with trio.open_nursery() as nursery:
             await nursery.start(host.run)
             try:
-                answer = await host.send_message(request("hold", return_immediately=True), ALICE)
-                task_id = answer.id  # type: ignore[union-attr]
-                await executor.gate.reached.wait()
+                task_id = await held_task(host, executor)
                 with outage(store):
                     # The execution completes, but neither its events nor the host's
                     # FAILED ending can be stored while the outage lasts.
@@ -65,9 +70,7 @@ async def test_a_host_that_stops_during_the_outage_leaves_the_ending_to_the_next
         host = AgentHost(name="test", executor=executor, store=store, settings=HostSettings())
         async with trio.open_nursery() as nursery:
             await nursery.start(host.run)
-            answer = await host.send_message(request("hold", return_immediately=True), ALICE)
-            task_id = answer.id  # type: ignore[union-attr]
-            await executor.gate.reached.wait()
+            task_id = await held_task(host, executor)
             with outage(store):
                 executor.gate.release.set()
                 await trio.sleep(5)
