@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -21,18 +20,14 @@ import trio
 from a2a_trio.protocol import InvalidParamsError
 from a2a_trio.protocol.compat_v0_3 import task_to_v0_3
 from a2a_trio.protocol.models import (
-    Artifact,
     AuthenticationInfo,
     Message,
     Part,
     Role,
-    StreamResponse,
     Task,
-    TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
-    TaskStatusUpdateEvent,
 )
 from a2a_trio.protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
 from a2a_trio.store.base import Store
@@ -48,8 +43,19 @@ from a2a_trio.store.rounds import (
     v0_3_webhook_body,
 )
 
-AGENT = "agent"
-ALICE = "alice"
+from .writes import (
+    AGENT,
+    ALICE,
+    artifact_event,
+    create,
+    creating,
+    following,
+    message_event,
+    record,
+    status_event,
+    task_event,
+)
+
 BOB = "bob"
 T0 = datetime(2025, 10, 28, 10, 0, tzinfo=UTC)
 #: How a store writes the times it hands back: order_key's fixed-width UTC.
@@ -57,6 +63,8 @@ ORDER_KEY = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
 # --- building rounds -------------------------------------------------------------------
+
+# The builders every store test shares live in tests/writes.py; these are the contract's.
 
 
 def make_task(
@@ -76,63 +84,6 @@ def make_task(
 
 def moved(task: Task, state: TaskState, at: datetime) -> Task:
     return task.model_copy(update={"status": TaskStatus(state=state, timestamp=at)})
-
-
-def task_event(seq: int, task: Task) -> EventWrite:
-    return EventWrite(seq, "task", StreamResponse(task=task).to_json(), task)
-
-
-def status_event(seq: int, task: Task) -> EventWrite:
-    event = TaskStatusUpdateEvent(
-        task_id=task.id, context_id=task.context_id or "", status=task.status
-    )
-    return EventWrite(seq, "status", StreamResponse(status_update=event).to_json(), task)
-
-
-def artifact_event(seq: int, task: Task, text: str = "out") -> EventWrite:
-    event = TaskArtifactUpdateEvent(
-        task_id=task.id,
-        context_id=task.context_id or "",
-        artifact=Artifact(artifact_id="a-1", parts=[Part(text=text)]),
-    )
-    return EventWrite(seq, "artifact", StreamResponse(artifact_update=event).to_json(), task)
-
-
-def message_event(seq: int, task: Task) -> EventWrite:
-    note = Message(message_id=f"{task.id}-{seq}", role=Role.AGENT, parts=[Part(text="note")])
-    return EventWrite(seq, "message", note.to_json(), task)
-
-
-def creating(
-    task: Task,
-    *more: EventWrite,
-    owner: str = ALICE,
-    agent: str = AGENT,
-    push_config: TaskPushNotificationConfig | None = None,
-    push_protocol: str = PROTOCOL_VERSION,
-    receipts: Sequence[ReceiptWrite] = (),
-) -> Share:
-    """The share that creates ``task``: its first event (seq 1), then ``more``."""
-    return Share(
-        agent,
-        task.id,
-        new=NewTask(owner, push_config, push_protocol),
-        events=[task_event(1, task), *more],
-        receipts=list(receipts),
-    )
-
-
-def following(task_id: str, *events: EventWrite, agent: str = AGENT) -> Share:
-    return Share(agent, task_id, events=list(events))
-
-
-async def record(store: Store, *shares: Share, push: bool = False) -> list[ShareOutcome]:
-    return await store.record(Round(list(shares), push=push))
-
-
-async def create(store: Store, task: Task, *, owner: str = ALICE, agent: str = AGENT) -> None:
-    [outcome] = await record(store, creating(task, owner=owner, agent=agent))
-    assert outcome.error is None, outcome.error
 
 
 async def append(

@@ -10,7 +10,7 @@ import trio
 from a2a_trio.protocol import Task, TaskState, TaskStatus
 from a2a_trio.store import SqliteStore, checkpoint_periodically
 
-from .writes import create_task
+from .writes import create
 
 
 async def _write_tasks(store: SqliteStore, count: int) -> None:
@@ -18,7 +18,7 @@ async def _write_tasks(store: SqliteStore, count: int) -> None:
         task = Task(
             id=f"t{number}", context_id="c", status=TaskStatus(state=TaskState.WORKING)
         ).model_copy(update={"metadata": {"padding": "x" * 20_000}})
-        await create_task(store, "a", "o", task)
+        await create(store, task, agent="a", owner="o")
 
 
 def _wal_frames_left(path: Path) -> int:

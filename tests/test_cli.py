@@ -51,7 +51,7 @@ from .postgres import is_postgres, sqlite_url
 from .postgres import rows as database_rows
 from .servers import CARD_PATH, STARTUP_TIMEOUT, STOP_TIMEOUT, ServerProcess, free_port
 from .webhooks import Reply, webhook_receiver
-from .writes import create_task, new_task, record_ok
+from .writes import create
 
 CLI = [sys.executable, "-m", "a2a_trio.cli"]
 #: The installed console script, next to the interpreter running the tests.
@@ -511,7 +511,7 @@ async def store_task(store: Store, task_id: str, state: TaskState, days_ago: flo
         context_id="ctx",
         status=TaskStatus(state=state, timestamp=utcnow() - timedelta(days=days_ago)),
     )
-    await create_task(store, "default", "anonymous", task)
+    await create(store, task, agent="default", owner="anonymous")
 
 
 async def fill_aged(database: str) -> None:
@@ -653,9 +653,7 @@ async def queue_a_delivery(database: str) -> None:
     try:
         task = Task(id="t-hooked", context_id="ctx", status=TaskStatus(state=TaskState.WORKING))
         config = TaskPushNotificationConfig(id="hook", task_id="t-hooked", url="https://x.test/")
-        await record_ok(
-            store, new_task("default", "anonymous", task, push_config=config), push=True
-        )
+        await create(store, task, agent="default", owner="anonymous", push_config=config, push=True)
     finally:
         await store.aclose()
 

@@ -41,7 +41,7 @@ from a2a_trio.store.factory import store_at
 
 from .agents import ScriptedExecutor
 from .postgres import broken, raising_trigger
-from .writes import create_task
+from .writes import create
 
 ALICE = Principal("alice", authenticated=True)
 BOB = Principal("bob", authenticated=True)
@@ -398,7 +398,7 @@ async def test_tasks_left_running_by_a_crash_are_failed_at_start(database: str) 
     )
     await store.open()
     for task in (running, waiting):
-        await create_task(store, "test", "alice", task)
+        await create(store, task, agent="test", owner="alice")
     await store.aclose()
     async with running_host(database) as host:
         assert (
