@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
+from .._locks import held
 from ..protocol import (
     PROTOCOL_VERSION,
     A2AError,
@@ -212,17 +213,11 @@ class Executions:
 
     async def _run(self, live: LiveTask, execution: Execution) -> None:
         try:
-            try:
-                live.lock.acquire_nowait()  # the usual case: no wait, no scheduling pass
-            except trio.WouldBlock:
-                await live.lock.acquire()  # an earlier message to this task still runs
-            try:
+            async with held(live.lock):  # waits while an earlier message to the task runs
                 if execution.continuing and not await self._resume(live, execution):
                     return
                 live.execution = execution
                 await self._execute(live, execution)
-            finally:
-                live.lock.release()
         except Exception:
             log.exception("host failure while running task %s", live.task_id)
             try:

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 import trio
 from pydantic_core import PydanticSerializationError
 
+from .._locks import held
 from ..protocol import (
     IllegalTransition,
     Message,
@@ -116,14 +117,8 @@ class Recorder:
 
     async def _locked(self, write: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run a write alone: each is worked out from the tasks as the one before left them."""
-        try:
-            self._writing.acquire_nowait()  # the usual case: no wait, no scheduling pass
-        except trio.WouldBlock:
-            await self._writing.acquire()
-        try:
+        async with held(self._writing):
             return await write(*args)
-        finally:
-            self._writing.release()
 
     async def _record_round(self, entries: list[Entry]) -> None:
         by_task: dict[LiveTask, list[tuple[Execution, AgentEvent]]] = {}

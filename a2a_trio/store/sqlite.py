@@ -22,6 +22,7 @@ import sqlite_utils
 import trio
 from cryptography.fernet import Fernet
 
+from .._locks import held
 from ..protocol import TaskPushNotificationConfig, TaskState, utcnow
 from ..protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
 from . import queries
@@ -230,7 +231,7 @@ class SqliteStore(Store):
         written on a worker thread while the loop serves everyone else.
         Readers use their own connection, so none sees it before its commit.
         """
-        async with self._turn():
+        async with held(self._writing):
             if self._in_memory or _round_chars(round) < self.thread_chars:
                 return self._record(round)
             self._writing_elsewhere = True
@@ -357,21 +358,9 @@ class SqliteStore(Store):
         return queued
 
     @asynccontextmanager
-    async def _turn(self) -> AsyncIterator[None]:
-        """This store's writing connection, to one writer at a time."""
-        try:
-            self._writing.acquire_nowait()  # the usual case: no wait, no scheduling pass
-        except trio.WouldBlock:
-            await self._writing.acquire()
-        try:
-            yield
-        finally:
-            self._writing.release()
-
-    @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[sqlite3.Connection]:
         """One transaction of the statements run inside (on the trio thread)."""
-        async with self._turn():
+        async with held(self._writing):
             with self._committing() as conn:
                 yield conn
 
