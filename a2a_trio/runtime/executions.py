@@ -304,10 +304,9 @@ class Executions:
         def add_message(share: Share) -> None:
             history = add_to_history(stored.task, message)
             self._recorder.append(live, share, history, "message", message.to_json(), None)
-            seq = live.feed.current_seq
-            receipt = self._retries.remember(execution, task_id=live.task_id, seq=seq)
-            if receipt is not None:
-                share.receipts.append(receipt)
+            self._recorder.remember(
+                share, execution, task_id=live.task_id, seq=live.feed.current_seq
+            )
 
         await self._recorder.write(live, add_message)
         execution.start_seq = live.feed.last_seq

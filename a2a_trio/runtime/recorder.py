@@ -236,7 +236,7 @@ class Recorder:
                 update={"context_id": message.context_id or context.context_id}
             )
             rendered = answer.to_json()
-            self._receipt(share, self._retries.remember(execution, answer=rendered))
+            self.remember(share, execution, answer=rendered)
             execution.answer = answer
             self._settling.append(execution)
             return
@@ -303,7 +303,7 @@ class Recorder:
             config = _bound_config(config, task.id)
         share.new = NewTask(context.caller.identifier, config, execution.protocol)
         share.events.append(EventWrite(1, "task", payload, task))
-        self._receipt(share, self._retries.remember(execution, task_id=task.id))
+        self.remember(share, execution, task_id=task.id)
         live.feed.record(1, task, response, payload)
         self._settling.append(execution)
 
@@ -376,10 +376,15 @@ class Recorder:
         share.events.append(EventWrite(seq, kind, payload, snapshot))
         live.feed.record(seq, snapshot, response, payload)
 
-    @staticmethod
-    def _receipt(share: Share, receipt: ReceiptWrite | None) -> None:
-        if receipt is not None:
-            share.receipts.append(receipt)
+    def remember(self, share: Share, execution: Execution, **receipt: Any) -> None:
+        """Note what the execution's message started; store its receipt with the share if due.
+
+        See :meth:`Retries.remember`: the receipt is stored only once the
+        message's request went away without its answer.
+        """
+        due = self._retries.remember(execution, **receipt)
+        if due is not None:
+            share.receipts.append(due)
 
     def _committed(self, live: LiveTask, notifications: int, settling: list[Execution]) -> None:
         """The task's share is stored: settle its waiters, then publish what it held."""
