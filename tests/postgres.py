@@ -59,7 +59,7 @@ def postgres() -> Iterator[PostgresLocation]:
     """Where the run's own database is; created now, dropped when the run ends."""
     server = _server()
     try:
-        admin = admin_connect(server)
+        admin_connect(server).close()
     except psycopg.OperationalError as error:
         # One line, so the -ra summary shows all of it.
         detail = " ".join(str(error).split())
@@ -67,9 +67,23 @@ def postgres() -> Iterator[PostgresLocation]:
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
-    name = f"a2a_trio_test_{uuid.uuid4().hex[:12]}"
-    with admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    with fresh_database(server, prefix="a2a_trio_test") as location:
+        yield location
+
+
+@contextmanager
+def fresh_database(
+    server: PostgresLocation, *options: str, prefix: str | None = None
+) -> Iterator[PostgresLocation]:
+    """A new database on ``server``, without a2a-trio's tables; dropped afterwards.
+
+    Named ``prefix`` (by default ``server``'s own database) and a random
+    suffix; ``options`` go to CREATE DATABASE (an encoding, say).
+    """
+    name = f"{prefix or server.dbname}_{uuid.uuid4().hex[:12]}"
+    with admin_connect(server) as admin:
+        create = sql.SQL("CREATE DATABASE {} " + " ".join(options))
+        admin.execute(create.format(sql.Identifier(name)))
     try:
         yield dataclasses.replace(server, dbname=name)
     finally:
@@ -77,6 +91,13 @@ def postgres() -> Iterator[PostgresLocation]:
         # FORCE ends connections a failed test left behind (PostgreSQL 13+).
         with admin_connect(server) as admin:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def empty_database(postgres: PostgresLocation) -> Iterator[PostgresLocation]:
+    """A database of the test's own, without a2a-trio's tables."""
+    with fresh_database(postgres) as location:
+        yield location
 
 
 # --- a database for every backend ------------------------------------------------------------

@@ -7,32 +7,25 @@ it needs the cluster on this machine; elsewhere it is skipped with the reason
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
 import subprocess
-import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve
-from psycopg import sql
 
 from a2a_trio import A2AApp
 from a2a_trio.echo import EchoExecutor, echo_card
 from a2a_trio.store.postgres import PoolSettings
 from a2a_trio.store.url import PostgresLocation
 
+from .conftest import LiveServer, live_server, user_message
 from .postgres import admin_connect
 
-HEADERS = {"A2A-Version": "1.0"}
 FINAL = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED")
 
 
@@ -61,60 +54,12 @@ def _cluster() -> list[str]:
     return ["pg_ctlcluster", "--skip-systemctl-redirect", versions[0].parent.name, "main"]
 
 
-@asynccontextmanager
-async def serving(
-    location: PostgresLocation, pool: PoolSettings
-) -> AsyncIterator[httpx.AsyncClient]:
-    """The echo agent on ``location``, served on a free loopback port."""
-    app = A2AApp(database=location, pool=pool)
+def mount_echo(app: A2AApp) -> None:
     app.mount("", card=echo_card(), executor=EchoExecutor(), name="echo")
-    config = Config()
-    config.bind = ["127.0.0.1:0"]
-    config.accesslog = None
-    config.graceful_timeout = 1.0
-    stop = trio.Event()
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(
-            lambda task_status: serve(
-                app, config, shutdown_trigger=stop.wait, task_status=task_status
-            )
-        )
-        async with httpx.AsyncClient(base_url=binds[0], headers=HEADERS, timeout=30.0) as client:
-            try:
-                yield client
-            finally:
-                stop.set()
 
 
-async def send(client: httpx.AsyncClient, text: str) -> dict[str, Any]:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": str(uuid.uuid4()),
-                "role": "ROLE_USER",
-                "parts": [{"text": text}],
-            }
-        },
-    }
-    response = await client.post("/jsonrpc", json=body)
-    result: dict[str, Any] = response.json()
-    return result
-
-
-@pytest.fixture
-def own_database(postgres: PostgresLocation) -> Iterator[PostgresLocation]:
-    """A database of its own for the test (created empty, dropped afterwards)."""
-    name = f"{postgres.dbname}_{uuid.uuid4().hex[:8]}"
-    with admin_connect(postgres) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield dataclasses.replace(postgres, dbname=name)
-    finally:
-        with admin_connect(postgres) as admin:
-            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+async def send(server: LiveServer, text: str) -> dict[str, Any]:
+    return await server.jsonrpc("SendMessage", {"message": user_message(text)})
 
 
 def stored_tasks(location: PostgresLocation) -> dict[str, tuple[str, list[str]]]:
@@ -130,9 +75,8 @@ def stored_tasks(location: PostgresLocation) -> dict[str, tuple[str, list[str]]]
 
 
 async def test_a_database_restart_under_load_loses_no_acknowledged_task_and_leaves_none_working(
-    own_database: PostgresLocation,
+    tmp_path: Path, empty_database: PostgresLocation
 ) -> None:
-    database = own_database
     cluster = _cluster()
     acknowledged: dict[str, str] = {}  # task id -> the state the client was told
     after_restart = 0
@@ -140,13 +84,13 @@ async def test_a_database_restart_under_load_loses_no_acknowledged_task_and_leav
     restarted = trio.Event()
     warmed_up = trio.Event()
     pool = PoolSettings(size=4, connect_timeout=2.0, statement_timeout=10.0)
-    async with serving(database, pool) as client:
+    async with live_server(tmp_path, mount_echo, database=empty_database, pool=pool) as server:
 
         async def load(worker: int) -> None:
             nonlocal after_restart, errors
             for n in range(400):  # bounded: stops by itself
                 try:
-                    answer = await send(client, f"w{worker} n{n}")
+                    answer = await send(server, f"w{worker} n{n}")
                 except httpx.HTTPError:
                     errors += 1
                     continue
@@ -182,10 +126,10 @@ async def test_a_database_restart_under_load_loses_no_acknowledged_task_and_leav
         # The tasks whose events could not be stored end FAILED once the database is back.
         with trio.fail_after(30):
             while any(  # noqa: ASYNC110  (the database is polled: nothing here is told)
-                state not in FINAL for state, _ in stored_tasks(database).values()
+                state not in FINAL for state, _ in stored_tasks(empty_database).values()
             ):
                 await trio.sleep(0.2)
-    stored = stored_tasks(database)
+    stored = stored_tasks(empty_database)
     for task_id, state in acknowledged.items():
         # Every answer a client had is stored as it was told, with its whole log.
         assert task_id in stored, task_id
@@ -196,33 +140,32 @@ async def test_a_database_restart_under_load_loses_no_acknowledged_task_and_leav
 
 
 async def test_a_statement_that_runs_out_of_time_is_an_internal_error_not_a_hung_request(
-    own_database: PostgresLocation,
+    tmp_path: Path, empty_database: PostgresLocation
 ) -> None:
-    database = own_database
     pool = PoolSettings(size=4, connect_timeout=2.0, statement_timeout=0.5)
-    async with serving(database, pool) as client:
-        answer = await send(client, "before")
+    async with live_server(tmp_path, mount_echo, database=empty_database, pool=pool) as server:
+        answer = await send(server, "before")
         task_id = answer["result"]["task"]["id"]
         get = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
-        with admin_connect(database) as other:
+        with admin_connect(empty_database) as other:
             other.autocommit = False
             other.execute("LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE")
             try:
                 with trio.fail_after(10):
-                    response = await client.post("/jsonrpc", json=get)
+                    response = await server.client.post("/jsonrpc", json=get)
                 assert response.json()["error"]["code"] == -32603
                 with trio.fail_after(10):
-                    blocked = await send(client, "while locked")
+                    blocked = await send(server, "while locked")
                 assert blocked["error"]["code"] == -32603
             finally:
                 other.rollback()
         # The lock is gone: the store answers again, and the task that could
         # not be stored while it was held ends FAILED rather than hang WORKING.
         with trio.fail_after(10):
-            response = await client.post("/jsonrpc", json=get)
+            response = await server.client.post("/jsonrpc", json=get)
         assert json.loads(response.text)["result"]["id"] == task_id
         with trio.fail_after(30):
             while any(  # noqa: ASYNC110  (the database is polled: nothing here is told)
-                state not in FINAL for state, _ in stored_tasks(database).values()
+                state not in FINAL for state, _ in stored_tasks(empty_database).values()
             ):
                 await trio.sleep(0.2)

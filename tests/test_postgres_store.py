@@ -12,9 +12,7 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +20,6 @@ import psycopg
 import pytest
 import trio
 from cryptography.fernet import Fernet
-from psycopg import sql
 
 from a2a_trio.protocol import InvalidParamsError, TaskState
 from a2a_trio.store import DatabaseInUseError, SecretKeyError
@@ -34,7 +31,13 @@ from a2a_trio.store.records import encode_page_token
 from a2a_trio.store.rounds import StaleTask
 from a2a_trio.store.url import PostgresLocation
 
-from .postgres import admin_connect, empty_data_tables, postgres_url, served_elsewhere
+from .postgres import (
+    admin_connect,
+    empty_data_tables,
+    fresh_database,
+    postgres_url,
+    served_elsewhere,
+)
 from .store_contract import *  # noqa: F403  (the contract runs against this backend)
 from .store_contract import (
     AGENT,
@@ -58,26 +61,6 @@ async def store(postgres: PostgresLocation) -> AsyncIterator[PostgresStore]:
         yield opened
     finally:
         await opened.aclose()
-
-
-@contextmanager
-def fresh_database(server: PostgresLocation, *options: str) -> Iterator[PostgresLocation]:
-    """A database of its own, without a2a-trio's tables; dropped afterwards."""
-    name = f"{server.dbname}_{uuid.uuid4().hex[:8]}"
-    with admin_connect(server) as admin:
-        create = sql.SQL("CREATE DATABASE {} " + " ".join(options))
-        admin.execute(create.format(sql.Identifier(name)))
-    try:
-        yield dataclasses.replace(server, dbname=name)
-    finally:
-        with admin_connect(server) as admin:
-            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-@pytest.fixture
-def empty_database(postgres: PostgresLocation) -> Iterator[PostgresLocation]:
-    with fresh_database(postgres) as location:
-        yield location
 
 
 def query(location: PostgresLocation, statement: str, params: Any = ()) -> list[tuple[Any, ...]]:
