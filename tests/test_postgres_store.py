@@ -1,7 +1,7 @@
 """The PostgreSQL store against a real server: the store contract, then what only it has.
 
 The contract (tests/store_contract.py) runs here on a fresh PostgreSQL
-database; below it are the schema and its migrations, the serving lock, the
+database; below it are the schema and its migrations, serving from several stores, the
 development key and the errors, which differ from SQLite's by nature.
 """
 
@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,10 +21,9 @@ import trio
 from cryptography.fernet import Fernet
 
 from a2a_trio.protocol import InvalidParamsError, TaskState
-from a2a_trio.store import DatabaseInUseError, SecretKeyError
+from a2a_trio.store import SecretKeyError
 from a2a_trio.store.postgres import Database, DatabaseUnavailable, PoolSettings, PostgresStore
 from a2a_trio.store.postgres.keys import DEVELOPMENT_KEY
-from a2a_trio.store.postgres.lock import LOCK_CLASS, SERVING
 from a2a_trio.store.postgres.schema import SCHEMA_VERSION
 from a2a_trio.store.records import encode_page_token
 from a2a_trio.store.rounds import StaleTask
@@ -88,17 +86,6 @@ def schema_listing(location: PostgresLocation) -> list[tuple[Any, ...]]:
     return columns + indexes
 
 
-def serving_lock_is_free(location: PostgresLocation) -> bool:
-    """Whether the serving lock can be taken now (taken and let go at once if so)."""
-    with admin_connect(location) as admin:
-        [(taken,)] = admin.execute(
-            "SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, SERVING)
-        ).fetchall()
-        if taken:  # explicitly: a closing session lets its locks go only a moment later
-            admin.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, SERVING))
-        return bool(taken)
-
-
 # --- the schema and its migrations ---------------------------------------------------------
 
 
@@ -124,6 +111,9 @@ async def test_a_new_database_is_migrated_to_the_current_version(
         "push_outbox",
         "push_attempts",
         "message_receipts",
+        "a2a_members",
+        "task_leases",
+        "lane_leases",
     }
 
 
@@ -246,38 +236,23 @@ async def test_a_database_not_in_utf8_is_refused(postgres: PostgresLocation) -> 
         await PostgresStore(ascii_database).open()
 
 
-# --- serving: one server per database until cluster mode ----------------------------------
+# --- serving: any number of processes on one database -------------------------------------
 
 
-async def test_a_second_store_serving_the_database_is_refused_naming_it(
-    postgres: PostgresLocation,
-) -> None:
-    first = PostgresStore(postgres)
+async def test_several_stores_serve_one_database_at_once(postgres: PostgresLocation) -> None:
+    first, second = PostgresStore(postgres), PostgresStore(postgres)
     await first.open(exclusive=True)
     try:
-        second = PostgresStore(postgres)
-        with pytest.raises(DatabaseInUseError) as refused:
-            await second.open(exclusive=True)
-        message = str(refused.value)
-        assert message.startswith(f"{postgres.display} is already served by another process")
-        assert "PostgreSQL backend pid" in message
-        assert "application 'a2a-trio'" in message
-        assert "One server per PostgreSQL database is supported until cluster mode" in message
-        assert "(issue 15)" in message
-        with pytest.raises(RuntimeError, match="not open"):
-            await second.get_task(AGENT, "t-1", owner=None)
+        await second.open(exclusive=True)
+        try:
+            await create(first, make_task("t-shared"))
+            assert await second.get_task(AGENT, "t-shared", owner=ALICE) is not None
+            assert first.coordination is not None and second.coordination is not None
+            assert first.coordination.member != second.coordination.member
+        finally:
+            await second.aclose()
     finally:
         await first.aclose()
-
-
-async def test_closing_a_serving_store_lets_the_database_go(postgres: PostgresLocation) -> None:
-    first = PostgresStore(postgres)
-    await first.open(exclusive=True)
-    await first.aclose()
-    second = PostgresStore(postgres)
-    await second.open(exclusive=True)
-    await second.aclose()
-    assert serving_lock_is_free(postgres)
 
 
 async def test_a_reader_reads_and_prunes_a_database_being_served(
@@ -297,65 +272,13 @@ async def test_a_reader_reads_and_prunes_a_database_being_served(
         await server.aclose()
 
 
-async def test_a_store_open_for_reading_can_start_serving(postgres: PostgresLocation) -> None:
-    store = PostgresStore(postgres)
-    await store.open()
-    try:
-        assert serving_lock_is_free(postgres)
+async def test_serving_a_database_another_process_serves_is_allowed(
+    postgres: PostgresLocation,
+) -> None:
+    with served_elsewhere(postgres_url(postgres)):
+        store = PostgresStore(postgres)
         await store.open(exclusive=True)
-        await store.open(exclusive=True)  # idempotent
-        assert not serving_lock_is_free(postgres)
-    finally:
         await store.aclose()
-    assert serving_lock_is_free(postgres)
-
-
-async def test_a_store_that_fails_to_open_for_serving_lets_the_database_go(
-    empty_database: PostgresLocation,
-) -> None:
-    store = PostgresStore(empty_database)
-    await store.open()
-    await store.aclose()
-    query(empty_database, "UPDATE a2a_schema SET version = version + 1 RETURNING version")
-    with pytest.raises(RuntimeError, match="newer than this a2a-trio understands"):
-        await PostgresStore(empty_database).open(exclusive=True)
-    assert serving_lock_is_free(empty_database)
-
-
-@pytest.fixture
-def held_elsewhere(postgres: PostgresLocation) -> Iterator[subprocess.Popen[str]]:
-    """Another process serving the database; killed at the end if still alive."""
-    with served_elsewhere(postgres_url(postgres)) as holder:
-        yield holder
-
-
-async def test_serving_a_database_another_process_serves_is_refused(
-    postgres: PostgresLocation, held_elsewhere: subprocess.Popen[str]
-) -> None:
-    with pytest.raises(DatabaseInUseError, match="until cluster mode"):
-        await PostgresStore(postgres).open(exclusive=True)
-    # Readers are not held back.
-    reader = PostgresStore(postgres)
-    await reader.open()
-    await reader.aclose()
-
-
-async def test_a_database_whose_server_was_killed_can_be_served_again(
-    postgres: PostgresLocation, held_elsewhere: subprocess.Popen[str]
-) -> None:
-    os.kill(held_elsewhere.pid, signal.SIGKILL)
-    held_elsewhere.wait(10)
-    # PostgreSQL ends the session (and its lock) once it reads the closed socket.
-    with trio.fail_after(10):
-        while True:
-            store = PostgresStore(postgres)
-            try:
-                await store.open(exclusive=True)
-            except DatabaseInUseError:
-                await trio.sleep(0.05)
-                continue
-            await store.aclose()
-            break
 
 
 # --- connecting, keys, secrets ----------------------------------------------------------------

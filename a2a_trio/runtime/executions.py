@@ -28,11 +28,13 @@ from ..protocol import (
 )
 from ..protocol.tasks import add_to_history
 from ..store import Share, Store, StoredTask
+from .cluster import new_token
 from .executor import AgentEvent, AgentExecutor, EventQueue, RequestContext
 from .feed import TaskFeed
 from .settings import HostSettings
 
 if TYPE_CHECKING:
+    from .cluster import Cluster
     from .recorder import Recorder
     from .retries import Retries
 
@@ -40,6 +42,8 @@ log = logging.getLogger("a2a_trio.runtime")
 
 #: The status message of a task ended by a host failure (its events could not be stored).
 STORE_FAILED = "The server failed while running this task."
+#: The status message of a task whose process stopped while running it.
+ABANDONED = "The server stopped while this task was running; it did not finish."
 
 #: Who sent a message, and its messageId (whether the content is the same
 #: is asked only of messages that share these).
@@ -82,6 +86,9 @@ class Execution:
     #: away without its answer (``unanswered``).
     receipt: dict[str, Any] | None = None
     unanswered: bool = False
+    #: The token of the task lease this execution holds or will hold, when
+    #: several processes serve the database (see runtime.cluster).
+    lease_token: str | None = None
 
     def settle_first(self) -> None:
         self.first.set()
@@ -100,6 +107,10 @@ class LiveTask:
     undelivered: bool = False
     #: Direct push mode: a task is delivering the held events, then publishes them.
     flushing: bool = False
+    #: Several processes: the task is being read back from the log (and once
+    #: more after, when another process moved it meanwhile).
+    catching_up: bool = False
+    catch_up_again: bool = False
 
 
 #: What the recorder reads: an execution's event, or None once the execution ended.
@@ -139,6 +150,9 @@ class LiveTasks:
     def __init__(self, feed_window: int) -> None:
         self.tasks: dict[str, LiveTask] = {}
         self._feed_window = feed_window
+        #: Called with each stored task that becomes live (several processes:
+        #: another may have moved it since it was read).
+        self.attended: Callable[[LiveTask], None] | None = None
 
     def acquire(self, task_id: str, stored: StoredTask | None) -> LiveTask:
         live = self.tasks.get(task_id)
@@ -149,6 +163,8 @@ class LiveTasks:
                 window=self._feed_window,
             )
             live = self.tasks[task_id] = LiveTask(task_id, feed)
+            if stored is not None and self.attended is not None:
+                self.attended(live)
         live.users += 1
         return live
 
@@ -196,6 +212,8 @@ class Executions:
         self._stopping = stopping
         #: The executions running now (cancels excepted).
         self.running: set[Execution] = set()
+        #: This process's membership, when several serve the database.
+        self.cluster: Cluster | None = None
 
     def start(self, live: LiveTask, execution: Execution) -> None:
         """Run ``execute`` in the host nursery; the execution holds its task until done.
@@ -212,10 +230,14 @@ class Executions:
         self._spawn(self._cancel, live, canceller)
 
     async def _run(self, live: LiveTask, execution: Execution) -> None:
+        lease = None if self.cluster is None else new_token()
+        execution.lease_token = lease
         try:
             async with held(live.lock):  # waits while an earlier message to the task runs
-                if execution.continuing and not await self._resume(live, execution):
-                    return
+                if execution.continuing:
+                    await self._lease(live, execution)
+                    if not await self._resume(live, execution):
+                        return
                 live.execution = execution
                 await self._execute(live, execution)
         except Exception:
@@ -225,10 +247,14 @@ class Executions:
                 await self._recorder.end_if_open(live, TaskState.FAILED, STORE_FAILED)
             except Exception:  # the store itself is failing: end the task once it is back
                 log.exception("could not record the failure of task %s", live.task_id)
-                self._spawn_anyway(self._end_when_possible, live.task_id)
+                # The lease is kept until then: no other process takes the task over.
+                self._spawn_anyway(self._end_when_possible, live.task_id, lease)
+                lease = None
             if not execution.first.is_set():
                 execution.error = InternalError()
         finally:
+            if lease is not None and self.cluster is not None:
+                self.cluster.release(lease)
             self._retries.finished(execution)
             if live.execution is execution:
                 live.execution = None
@@ -242,7 +268,21 @@ class Executions:
             live.feed.notify()
             self._live.release(live)
 
-    async def _end_when_possible(self, task_id: str) -> None:
+    async def _lease(self, live: LiveTask, execution: Execution) -> None:
+        """Several processes: wait for the task's lease (one execution at a time, anywhere).
+
+        A lease taken over from a process that died comes with its task left
+        as that process left it: a task it was running ends FAILED first, so
+        the message finds it final.
+        """
+        if self.cluster is None:
+            return
+        assert execution.lease_token is not None
+        claim = await self.cluster.hold(self.name, live.task_id, execution.lease_token)
+        if claim.took_over:
+            await self._end_stored(live.task_id, ABANDONED, live=live)
+
+    async def _end_when_possible(self, task_id: str, lease: str | None = None) -> None:
         """End FAILED a task whose failure could not be stored, once the store is back.
 
         Tries again with a growing pause until it is stored, or until the
@@ -262,29 +302,44 @@ class Executions:
                     "agent %s: task %s still cannot be ended: %s", self.name, task_id, error
                 )
             else:
-                return
+                break
             if stopping:
-                return
+                break
             pause = min(pause * 2, 10.0)
+        if lease is not None and self.cluster is not None:
+            self.cluster.release(lease)
 
-    async def _end_stored(self, task_id: str) -> None:
+    async def _end_stored(
+        self, task_id: str, reason: str = STORE_FAILED, *, live: LiveTask | None = None
+    ) -> bool:
+        """End FAILED, with ``reason``, the stored task if it is still running; whether it was.
+
+        Without ``live`` (the caller holds its lock) the task is taken and
+        locked here, so that no continuation runs on it meanwhile.
+        """
+        if live is not None:
+            return await self._end_running(live, reason)
         stored = await self.store.get_task(self.name, task_id, owner=None)
         if stored is None or stored.state.is_final:
-            return
+            return False
         live = self._live.acquire(task_id, stored)
         try:
-            async with live.lock:  # no continuation runs on it meanwhile
-                stored = await self.store.get_task(self.name, task_id, owner=None)
-                if stored is None or stored.state.is_final:
-                    return
-                live.feed.reset(stored.task, stored.last_seq)
-                await self._recorder.end(live, TaskState.FAILED, STORE_FAILED)
-                await self._recorder.publish(live)
-            log.warning(
-                "agent %s: task %s ended FAILED once the store was back", self.name, task_id
-            )
+            async with live.lock:
+                return await self._end_running(live, reason)
         finally:
             self._live.release(live)
+
+    async def _end_running(self, live: LiveTask, reason: str) -> bool:
+        stored = await self.store.get_task(self.name, live.task_id, owner=None)
+        if stored is None or stored.state.is_final:
+            return False
+        if reason == ABANDONED and stored.state.is_interrupted:
+            return False  # paused as its execution left it: a message may continue it
+        live.feed.reset(stored.task, stored.last_seq)
+        await self._recorder.end(live, TaskState.FAILED, reason)
+        await self._recorder.publish(live)
+        log.warning("agent %s: task %s ended FAILED: %s", self.name, live.task_id, reason)
+        return True
 
     async def _resume(self, live: LiveTask, execution: Execution) -> bool:
         """Start a continuation: re-check the task and add the message to its history."""
@@ -402,6 +457,8 @@ class Executions:
                 canceller.error = InternalError()
         finally:
             canceller.settle_first()
+            if canceller.lease_token is not None and self.cluster is not None:
+                self.cluster.release(canceller.lease_token)
             self._live.release(live)
 
 

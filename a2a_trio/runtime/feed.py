@@ -115,6 +115,21 @@ class TaskFeed:
             self._recent.append((seq, response, text))
         self.notify()
 
+    def catch_up(self, items: list[FeedItem], snapshot: Task, seq: int) -> None:
+        """Publish what another process recorded, read back from the log up to ``seq``.
+
+        Ignored while this process writes the task (it holds events) or has
+        seen ``seq`` already. Every event is published with the task as it
+        stands at ``seq``, the only snapshot read back.
+        """
+        if self._holding or self._held or seq <= self.current_seq:
+            return
+        for item_seq, response, text in items:
+            if item_seq > self.last_seq:
+                self.publish(item_seq, snapshot, response, text)
+        if seq > self.last_seq:  # a history-only event last: the task moved all the same
+            self.publish(seq, snapshot, None)
+
     def notify(self) -> None:
         """Wake every waiting reader (something they may care about changed)."""
         if self._wakeup_taken:  # else no one can be waiting on it: keep it

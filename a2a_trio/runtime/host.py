@@ -47,7 +47,8 @@ from ..protocol import (
 from ..protocol.tasks import view_task
 from ..push import PushDispatcher, WebhookRefused
 from ..store import Receipt, ReceiptWrite, Store, StoredTask
-from .executions import Entry, Execution, Executions, LiveTask, LiveTasks, RetryKey
+from .cluster import Cluster, new_token
+from .executions import ABANDONED, Entry, Execution, Executions, LiveTask, LiveTasks, RetryKey
 from .executor import AgentExecutor, Principal, RequestContext
 from .feed import FeedItem, TaskFeed
 from .recorder import Recorder, _bound_config
@@ -84,6 +85,8 @@ class AgentHost:
         self.settings = settings or HostSettings()
         self._live = LiveTasks(self.settings.feed_window)
         self._retries = Retries(name=name, store=store, settings=self.settings)
+        #: This process's membership, when several serve the database (see attach).
+        self.cluster: Cluster | None = None
         self._nursery: trio.Nursery | None = None
         self._closing = False
         self._stop = trio.Event()
@@ -182,14 +185,30 @@ class AgentHost:
     def running(self) -> bool:
         return self._nursery is not None and not self._closing
 
+    def attach(self, cluster: Cluster) -> None:
+        """Serve as a member of ``cluster`` (before :meth:`run`): leases, wake-ups, cancels."""
+        self.cluster = cluster
+        self._executions.cluster = cluster
+        self._recorder.member = cluster.member
+        self._live.attended = self._catch_up_soon
+        cluster.add(self)
+
     async def _recover(self) -> None:
+        if self.cluster is not None:
+            # Only what no live process holds: the others' running tasks are theirs.
+            for orphan in await self.cluster.coordination.orphans([self.name]):
+                try:
+                    await self.adopt(orphan.task_id)
+                except Exception:  # one task that cannot be ended must not stop the agent
+                    log.exception("agent %s: could not end task %s", self.name, orphan.task_id)
+            return
         for stored in await self.store.unfinished_tasks(self.name):
             live = LiveTask(stored.task.id, TaskFeed(stored.task, stored.last_seq))
             try:
                 await self._recorder.end(
                     live,
                     TaskState.FAILED,
-                    "The server stopped while this task was running; it did not finish.",
+                    ABANDONED,
                 )
             except Exception:  # one task that cannot be ended must not stop the agent
                 log.exception("agent %s: could not end task %s", self.name, stored.task.id)
@@ -210,6 +229,96 @@ class AgentHost:
         # Cancelled executions record their ending (Executions._run), then finish.
         for execution in list(self._executions.running):
             await execution.done.wait()
+
+    # --- several processes (see runtime.cluster) ------------------------------------
+
+    async def adopt(self, task_id: str) -> None:
+        """End FAILED a task its process left running, if its lease can be taken."""
+        assert self.cluster is not None
+        token = new_token()
+        claim = await self.cluster.coordination.acquire(self.name, task_id, token)
+        if not claim.acquired:
+            return  # a live process holds it now
+        try:
+            if await self._executions._end_stored(task_id, ABANDONED):
+                log.warning(
+                    "task %s of agent %s was running on a process that stopped; ended FAILED",
+                    task_id,
+                    self.name,
+                )
+        finally:
+            self.cluster.release(token)
+
+    def task_moved(self, task_id: str, seq: int) -> None:
+        """Another process recorded events of the task: readers here catch up from the log."""
+        live = self._live.tasks.get(task_id)
+        if live is not None and seq > live.feed.current_seq:
+            self._catch_up_soon(live)
+
+    def catch_up_all(self) -> None:
+        for live in list(self._live.tasks.values()):
+            self._catch_up_soon(live)
+
+    def _catch_up_soon(self, live: LiveTask) -> None:
+        if live.execution is not None or self._nursery is None:
+            return  # this process writes it (or has stopped): nothing to read back
+        if live.catching_up:
+            live.catch_up_again = True
+            return
+        live.catching_up = True
+        live.users += 1
+        self._nursery.start_soon(self._catch_up, live)
+
+    async def _catch_up(self, live: LiveTask) -> None:
+        try:
+            while True:
+                live.catch_up_again = False
+                cursor = live.feed.last_seq
+                events = await self.store.events_after(self.name, live.task_id, cursor)
+                stored = await self.store.get_task(self.name, live.task_id, owner=None)
+                if stored is not None:
+                    items: list[FeedItem] = [
+                        (e.seq, StreamResponse.model_validate_json(e.payload), e.payload)
+                        for e in events
+                    ]
+                    live.feed.catch_up(items, stored.task, stored.last_seq)
+                if not live.catch_up_again:
+                    return
+        except Exception:  # a failing store: the next wake-up tries again
+            log.exception("agent %s: could not read task %s back", self.name, live.task_id)
+        finally:
+            live.catching_up = False
+            self._live.release(live)
+
+    def cancel_here(self, task_id: str, owner: str) -> None:
+        """Another process asks for a cancel of a task this one runs."""
+        if self._nursery is not None:
+            self._nursery.start_soon(self._cancel_for, task_id, owner)
+
+    async def _cancel_for(self, task_id: str, owner: str) -> None:
+        assert self.cluster is not None
+        try:
+            stored = await self.store.get_task(self.name, task_id, owner=None)
+            if stored is None or stored.state.is_final:
+                return
+            token = new_token()
+            claim = await self.cluster.coordination.acquire(self.name, task_id, token)
+            if not claim.acquired:
+                return  # another process holds it now: the canceller asks it
+            live = self._live.acquire(task_id, stored)
+            try:
+                await self._cancel_here(live, stored, Principal(identifier=owner), {}, token)
+            finally:
+                self._live.release(live)
+        except A2AError:
+            pass  # final meanwhile: the canceller sees it in the log
+        except Exception:
+            log.exception("agent %s: could not cancel task %s", self.name, task_id)
+
+    def leases_lost(self) -> None:
+        """Found dead by the others, who end its tasks: stop running them here."""
+        for execution in list(self._executions.running):
+            execution.cancel_scope.cancel()
 
     def _spawn(self, fn: Callable[..., object], *args: object) -> None:
         if self._nursery is None or self._closing:
@@ -481,35 +590,86 @@ class AgentHost:
     # --- CancelTask -------------------------------------------------------------
 
     async def cancel_task(self, request: CancelTaskRequest, caller: Principal) -> Task:
-        """CancelTask: ask the executor to stop; the task ends CANCELED."""
+        """CancelTask: ask the executor to stop; the task ends CANCELED.
+
+        With several processes, the one running the task cancels it; this
+        one answers once the log says how it ended.
+        """
         stored = await self._owned(request.id, caller)
         if stored.state.is_final:
-            raise TaskNotCancelableError(
-                f"Task {request.id} is {stored.state.value} and cannot be canceled",
-                metadata={"taskId": request.id, "state": stored.state.value},
-            )
+            raise _not_cancelable(request.id, stored.state)
         live = self._live.acquire(request.id, stored)
         try:
-            snapshot = live.feed.current or stored.task
-            canceller = Execution(
-                RequestContext(
-                    task_id=snapshot.id,
-                    context_id=snapshot.context_id or "",
-                    current_task=snapshot,
-                    caller=caller,
-                    metadata=request.metadata or {},
-                ),
-                purpose="cancel",
-            )
-            self._executions.start_cancel(live, canceller)
-            await canceller.first.wait()
-            if canceller.error is not None:
-                raise canceller.error
-            published = live.feed.snapshot
-            assert published is not None
-            return published
+            if self.cluster is None:
+                return await self._cancel_here(live, stored, caller, request.metadata or {})
+            return await self._cancel_anywhere(live, stored, caller, request.metadata or {})
         finally:
             self._live.release(live)
+
+    async def _cancel_here(
+        self,
+        live: LiveTask,
+        stored: StoredTask,
+        caller: Principal,
+        metadata: dict[str, object],
+        lease: str | None = None,
+    ) -> Task:
+        """Cancel in this process (holding the task's ``lease``, let go when done)."""
+        snapshot = live.feed.current or stored.task
+        canceller = Execution(
+            RequestContext(
+                task_id=snapshot.id,
+                context_id=snapshot.context_id or "",
+                current_task=snapshot,
+                caller=caller,
+                metadata=metadata,
+            ),
+            purpose="cancel",
+            lease_token=lease,
+        )
+        try:
+            self._executions.start_cancel(live, canceller)
+        except BaseException:
+            if lease is not None and self.cluster is not None:
+                self.cluster.release(lease)
+            raise
+        await canceller.first.wait()
+        if canceller.error is not None:
+            raise canceller.error
+        published = live.feed.snapshot
+        assert published is not None
+        return published
+
+    async def _cancel_anywhere(
+        self, live: LiveTask, stored: StoredTask, caller: Principal, metadata: dict[str, object]
+    ) -> Task:
+        """Cancel here if no other live process holds the task, else ask its holder.
+
+        Asked again every quarter lease until the task ends: a holder that
+        let go meanwhile, or died, leaves the lease to this process.
+        """
+        cluster = self.cluster
+        assert cluster is not None
+        token = new_token()
+        patience = self.settings.cancel_grace + 2 * cluster.lease_seconds + 5
+        with trio.move_on_after(patience):
+            while True:
+                claim = await cluster.coordination.acquire(self.name, live.task_id, token)
+                if claim.acquired:
+                    return await self._cancel_here(live, stored, caller, metadata, token)
+                await cluster.request_cancel(
+                    self.name, live.task_id, claim.holder or "", caller.identifier
+                )
+                with trio.move_on_after(cluster.lease_seconds / 4):
+                    while True:
+                        wakeup = live.feed.wakeup
+                        snapshot = live.feed.snapshot
+                        if snapshot is not None and snapshot.status.state.is_final:
+                            if snapshot.status.state is TaskState.CANCELED:
+                                return snapshot
+                            raise _not_cancelable(live.task_id, snapshot.status.state)
+                        await wakeup.wait()
+        raise InternalError(f"The process running task {live.task_id} did not end it in time")
 
     # --- GetTask, ListTasks -----------------------------------------------------
 
@@ -665,6 +825,13 @@ class AgentHost:
         await self.store.delete_push_config(
             self.name, request.task_id, request.id, owner=caller.identifier
         )
+
+
+def _not_cancelable(task_id: str, state: TaskState) -> TaskNotCancelableError:
+    return TaskNotCancelableError(
+        f"Task {task_id} is {state.value} and cannot be canceled",
+        metadata={"taskId": task_id, "state": state.value},
+    )
 
 
 #: The metadata key that carries in-band credentials (spec 7.6); never stored.

@@ -93,6 +93,9 @@ class Recorder:
         self._writing = trio.Lock()
         #: Executions whose first answer waits for the write under way to be stored.
         self._settling: list[Execution] = []
+        #: This process's member id when several serve the database: a task is
+        #: created with its execution's lease.
+        self.member: str | None = None
 
     async def run(self) -> None:
         """The recorder: what every execution enqueues, committed, then published.
@@ -301,7 +304,10 @@ class Recorder:
         config = configuration.task_push_notification_config if configuration else None
         if config is not None:
             config = _bound_config(config, task.id)
-        share.new = NewTask(context.caller.identifier, config, execution.protocol)
+        lease = None
+        if self.member is not None and execution.lease_token is not None:
+            lease = (self.member, execution.lease_token)
+        share.new = NewTask(context.caller.identifier, config, execution.protocol, lease)
         share.events.append(EventWrite(1, "task", payload, task))
         self.remember(share, execution, task_id=task.id)
         live.feed.record(1, task, response, payload)

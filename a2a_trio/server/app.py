@@ -18,6 +18,7 @@ from ..protocol import AgentCard
 from ..protocol.signing import CardSigner, signed_payload
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
+from ..runtime.cluster import Cluster
 from ..store import SqliteStore, Store, checkpoint_periodically
 from ..store.factory import store_at
 from ..store.postgres import PoolSettings
@@ -113,6 +114,9 @@ class A2AApp(QuartTrio):
         self.push = PushDispatcher(self.store, self.push_settings)
         self._push_scope: trio.CancelScope | None = None
         self._push_stopped = trio.Event()
+        #: This process's membership when several serve the database (PostgreSQL).
+        self.cluster: Cluster | None = None
+        self._cluster_stopped = trio.Event()
         #: The WAL checkpointer's scope and end, once it runs.
         self._checkpoints: tuple[trio.CancelScope, trio.Event] | None = None
         #: The nursery of the hosts, the push worker and the WAL checkpointer,
@@ -386,6 +390,12 @@ class A2AApp(QuartTrio):
         await self.store.open(exclusive=True)
         services = self._services
         assert services is not None, "the hosts start with the app's ASGI lifespan"
+        coordination = self.store.coordination
+        if coordination is not None:  # several processes may serve this database
+            self.cluster, self._cluster_stopped = Cluster(coordination), trio.Event()
+            for mount in self.mounts.values():
+                mount.host.attach(self.cluster)
+            await services.start(self._run_cluster, self.cluster)
         await services.start(self._run_checkpoints)
         await services.start(self._run_push)
         for mount in self.mounts.values():
@@ -395,6 +405,12 @@ class A2AApp(QuartTrio):
             # it is), and garbage first, so that none is kept for good.
             gc.collect()
             gc.freeze()
+
+    async def _run_cluster(self, cluster: Cluster, *, task_status: trio.TaskStatus[None]) -> None:
+        try:
+            await cluster.run(task_status=task_status)
+        finally:
+            self._cluster_stopped.set()
 
     async def _run_push(self, *, task_status: trio.TaskStatus[None]) -> None:
         try:
@@ -444,6 +460,10 @@ class A2AApp(QuartTrio):
             scope.cancel()
             await stopped.wait()
             self._checkpoints = None
+        if self.cluster is not None:  # last: the hosts' leases go with the membership
+            self.cluster.stop()
+            await self._cluster_stopped.wait()
+            self.cluster = None
 
     async def _http_error(self, error: HTTPException) -> Response:
         """Routing errors answer in JSON too (AIP-193 shape), never HTML."""

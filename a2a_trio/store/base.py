@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Literal
 
 from ..protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
+from .coordination import Coordination
 from .records import Delivery, Lane, LoggedEvent, Notification, Receipt, StoredTask, TaskPage
 from .rounds import Round, ShareOutcome
 
@@ -37,16 +38,27 @@ class Store(ABC):
     async def open(self, *, exclusive: bool = False) -> None:
         """Connect and migrate (idempotent; every other method needs it first).
 
-        ``exclusive`` is for serving: the store then holds the database until
-        :meth:`aclose`, and opening it exclusively anywhere else, in this
-        process or another, raises :class:`~a2a_trio.store.DatabaseInUseError`
-        naming the holder. Plain opens (readers such as the CLI) neither take
-        nor heed it.
+        ``exclusive`` is for serving a database that one process serves at a
+        time (SQLite): the store then holds the database until :meth:`aclose`,
+        and opening it exclusively anywhere else, in this process or another,
+        raises :class:`~a2a_trio.store.DatabaseInUseError` naming the holder.
+        Plain opens (readers such as the CLI) neither take nor heed it. A
+        database several processes serve (one with :attr:`coordination`)
+        ignores it.
         """
 
     @abstractmethod
     async def aclose(self) -> None:
         """Disconnect and, when open exclusively, let the database go."""
+
+    @property
+    def coordination(self) -> Coordination | None:
+        """How the processes serving this database share it (None: one process only).
+
+        Open stores that several processes may serve (PostgreSQL) have one; see
+        :mod:`a2a_trio.store.coordination`.
+        """
+        return None
 
     # --- tasks and their log ------------------------------------------------------------
 

@@ -36,6 +36,9 @@ class NewTask:
     push_config: TaskPushNotificationConfig | None = None
     #: The protocol version the config came in (its webhooks carry that version's body).
     push_protocol: str = PROTOCOL_VERSION
+    #: The lease of the execution creating it, as (member, token), when several
+    #: processes share the database (see :mod:`a2a_trio.store.coordination`).
+    lease: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from psycopg import errors as pg_errors
 
 from ...protocol import TaskPushNotificationConfig
 from ...protocol.versions import LEGACY_VERSION
+from ..coordination import EVENTS, signal_payload
 from ..records import STREAMED_KINDS
 from ..rounds import Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
 from ..secrets import SecretBox
@@ -209,22 +210,33 @@ def _send_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> Cur
     logged = [value for event in first for value in event]
     configs = _CONFIG_PROTOCOLS if push else "NULL"
     new = share.new
+    # Wakes the other processes' readers of the task, once this commits (a
+    # NOTIFY repeated in one transaction is sent once).
+    moved = signal_payload(agent, task_id, events[-1].seq)
     if new is None:
         return conn.execute(
             "WITH moved AS (UPDATE tasks SET state = %s,"
             " updated_at = coalesce(%s::timestamptz, now()), last_seq = %s, snapshot = %s::json"
             f" WHERE agent = %s AND id = %s AND last_seq = %s RETURNING {configs})"
             f" INSERT INTO {_EVENTS} SELECT * FROM (VALUES {values}) AS event"
-            " WHERE EXISTS (SELECT FROM moved) RETURNING (SELECT * FROM moved)",
-            [*task, agent, task_id, share.base_seq, *logged],
+            " WHERE EXISTS (SELECT FROM moved)"
+            f" RETURNING (SELECT * FROM moved), pg_notify('{EVENTS}', %s)",
+            [*task, agent, task_id, share.base_seq, *logged, moved],
         )
+    lease, leased = "", []
+    if new.lease is not None:
+        lease = (
+            ", leased AS (INSERT INTO task_leases (agent, task_id, holder, token, since)"
+            " VALUES (%s, %s, %s, %s, now()))"
+        )
+        leased = [agent, task_id, *new.lease]
     cursor = conn.execute(
-        f"WITH logged AS (INSERT INTO {_EVENTS} VALUES {values})"
+        f"WITH logged AS (INSERT INTO {_EVENTS} VALUES {values}){lease}"
         " INSERT INTO tasks (state, updated_at, last_seq, snapshot, agent, id, owner,"
         " context_id, created_at)"
         " VALUES (%s, coalesce(%s::timestamptz, now()), %s, %s::json, %s, %s, %s, %s, now())"
-        f" RETURNING {configs}",
-        [*logged, *task, agent, task_id, new.owner, snapshot.context_id],
+        f" RETURNING {configs}, pg_notify('{EVENTS}', %s)",
+        [*logged, *leased, *task, agent, task_id, new.owner, snapshot.context_id, moved],
     )
     if new.push_config is not None:
         insert_push_config(conn, agent, new.owner, new.push_config, new.push_protocol, box)

@@ -26,9 +26,14 @@ migrate it once.
 from __future__ import annotations
 
 from .database import Connection
-from .lock import LOCK_CLASS, MIGRATING
 
-__all__ = ["SCHEMA_VERSION", "migrate", "schema_version"]
+#: The advisory lock held (for one transaction) while the schema is migrated:
+#: "a2a!" and 1. Another application on the database would have to pick the
+#: same pair to collide.
+LOCK_CLASS = int.from_bytes(b"a2a!", "big")
+MIGRATING = 1
+
+__all__ = ["LOCK_CLASS", "MIGRATING", "SCHEMA_VERSION", "migrate", "schema_version"]
 
 _V1 = (
     # What this database is for: the development secret key, when none is configured.
@@ -141,7 +146,46 @@ _V1 = (
     "CREATE INDEX message_receipts_by_age ON message_receipts (created_at)",
 )
 
-MIGRATIONS: list[tuple[str, ...]] = [_V1]
+# Several processes on one database (docs/deployment.md, "Several processes"):
+# who serves it, and which of them holds each task. A member is alive while
+# its heartbeat is younger than its lease; leases die with their holder.
+_V2 = (
+    """
+    CREATE TABLE a2a_members (
+        id text COLLATE "C" PRIMARY KEY,
+        host text NOT NULL,
+        pid integer NOT NULL,
+        lease_seconds double precision NOT NULL,
+        started_at timestamptz NOT NULL,
+        heartbeat_at timestamptz NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE task_leases (
+        agent text COLLATE "C" NOT NULL,
+        task_id text COLLATE "C" NOT NULL,
+        holder text COLLATE "C" NOT NULL,
+        token text COLLATE "C" NOT NULL UNIQUE,
+        since timestamptz NOT NULL,
+        PRIMARY KEY (agent, task_id)
+    )
+    """,
+    "CREATE INDEX task_leases_by_holder ON task_leases (holder)",
+    # One member at a time delivers a webhook lane, in order.
+    """
+    CREATE TABLE lane_leases (
+        agent text COLLATE "C" NOT NULL,
+        task_id text COLLATE "C" NOT NULL,
+        config_id text COLLATE "C" NOT NULL,
+        holder text COLLATE "C" NOT NULL,
+        since timestamptz NOT NULL,
+        PRIMARY KEY (agent, task_id, config_id)
+    )
+    """,
+    "CREATE INDEX lane_leases_by_holder ON lane_leases (holder)",
+)
+
+MIGRATIONS: list[tuple[str, ...]] = [_V1, _V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

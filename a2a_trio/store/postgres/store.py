@@ -37,9 +37,9 @@ from ..records import (
 from ..rounds import Round, ShareOutcome
 from ..secrets import SecretBox
 from ..url import PostgresLocation
+from .cluster import PostgresCoordination
 from .database import Connection, Database, PoolSettings
 from .keys import development_key
-from .lock import ServingLock
 from .recording import RefusedShare, insert_push_config, write_round
 from .schema import migrate
 from .times import page_time, utc
@@ -53,7 +53,10 @@ class PostgresStore(Store):
     """The durable state of every agent mounted on one PostgreSQL database.
 
     Without ``secret_key`` push secrets are sealed with a development key kept
-    in the database (:mod:`.keys`); production configures one.
+    in the database (:mod:`.keys`); production configures one. Any number of
+    processes may serve one database: they coordinate through
+    :attr:`coordination` (``lease_seconds`` is how long a member lives
+    without a heartbeat).
     """
 
     def __init__(
@@ -62,49 +65,42 @@ class PostgresStore(Store):
         *,
         secret_key: str | bytes | None = None,
         pool: PoolSettings | None = None,
+        lease_seconds: float = 10.0,
     ) -> None:
         self.location = location
         self.display = location.display
         self._secret_key = secret_key
         self._pool = pool or PoolSettings()
+        self._lease_seconds = lease_seconds
         self._db: Database | None = None
         self._box: SecretBox | None = None
-        self._lock: ServingLock | None = None
+        self._coordination: PostgresCoordination | None = None
         self._resources: AsyncExitStack | None = None
 
     # --- lifetime -----------------------------------------------------------------
 
     async def open(self, *, exclusive: bool = False) -> None:
+        # ``exclusive`` holds nothing here: several processes serve one
+        # PostgreSQL database, each a member of :attr:`coordination`.
         if self._db is None:
             # A malformed key is refused before anything is connected.
             box = None if self._secret_key is None else SecretBox(self._secret_key)
             async with AsyncExitStack() as resources:
                 db = await resources.enter_async_context(Database.open(self.location, self._pool))
-                if exclusive:
-                    # Before migrating: a refused server changes nothing.
-                    await self._hold(resources)
                 key = await db.run(partial(_prepare, display=self.display, keyed=box is not None))
                 if box is None:
                     assert key is not None
                     box = SecretBox(key)
                 self._db, self._box, self._resources = db, box, resources.pop_all()
-        elif exclusive and self._lock is None:
-            assert self._resources is not None
-            await self._hold(self._resources)
+                self._coordination = PostgresCoordination(db, lease_seconds=self._lease_seconds)
 
-    async def _hold(self, resources: AsyncExitStack) -> None:
-        lock = ServingLock(self.location, self._pool)
-        await lock.acquire()
-        resources.callback(self._let_go, lock)
-        self._lock = lock
-
-    def _let_go(self, lock: ServingLock) -> None:
-        lock.release()
-        self._lock = None
+    @property
+    def coordination(self) -> PostgresCoordination | None:
+        return self._coordination
 
     async def aclose(self) -> None:
         resources, self._resources = self._resources, None
-        self._db = self._box = None
+        self._db = self._box = self._coordination = None
         if resources is not None:
             await resources.aclose()
 

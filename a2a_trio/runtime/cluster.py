@@ -1,0 +1,241 @@
+"""This process as one member of several serving one database (PostgreSQL).
+
+A :class:`Cluster` is the process's side of
+:class:`~a2a_trio.store.coordination.Coordination`: it joins, keeps the
+membership alive by heartbeat, listens for the members' wake-ups on one
+connection and hands them to the hosts, lets leases go in batches, and
+adopts the tasks of members that died. The hosts ask it for task leases
+(:meth:`hold`, waiting while another member holds one) and to forward a
+cancel to the member running a task.
+
+The log and the lease table are the truth; a wake-up only says where to
+look. So a dropped listening connection costs latency: once it is back,
+every host catches its live tasks up from the log and every lease waiter
+tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import trio
+
+from ..store.coordination import CANCELS, EVENTS, LEASES, Claim, Coordination, Signal
+
+__all__ = ["Cluster", "ClusterMember", "new_token"]
+
+log = logging.getLogger("a2a_trio.cluster")
+
+
+def new_token() -> str:
+    """A lease token: one per execution or cancel that holds a task."""
+    return uuid.uuid4().hex
+
+
+class ClusterMember(Protocol):
+    """What a host does for the cluster (see :class:`~a2a_trio.runtime.host.AgentHost`)."""
+
+    name: str
+
+    def task_moved(self, task_id: str, seq: int) -> None:
+        """Another member recorded events of the task, up to ``seq``."""
+
+    def catch_up_all(self) -> None:
+        """Wake-ups may have been missed: bring every live task up to its log."""
+
+    def cancel_here(self, task_id: str, owner: str) -> None:
+        """Another member asks this one to cancel a task it runs."""
+
+    def leases_lost(self) -> None:
+        """This member was found dead: stop what it runs (others ended those tasks)."""
+
+    async def adopt(self, task_id: str) -> None:
+        """End (or finish) a task whose holder died, if this member can take its lease."""
+
+
+class Cluster:
+    """This process's membership: heartbeat, wake-ups, batched releases, adoption."""
+
+    def __init__(self, coordination: Coordination) -> None:
+        self.coordination = coordination
+        self.member = coordination.member
+        self.lease_seconds = coordination.lease_seconds
+        self._members: dict[str, ClusterMember] = {}
+        self._lease_waiters: dict[tuple[str, str], trio.Event] = {}
+        self._to_release: list[str] = []
+        self._release_wanted = trio.Event()
+        self._released = trio.Event()
+        #: Whether the wake-up connection is listening (readiness).
+        self.listening = False
+        self._stopping = False
+        self._scope: trio.CancelScope | None = None
+
+    def add(self, member: ClusterMember) -> None:
+        """Serve ``member``'s agent: its wake-ups, cancels and orphans come to it."""
+        self._members[member.name] = member
+
+    # --- lifetime -------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Join, then heartbeat, listen, release and adopt until :meth:`stop`.
+
+        Started once the first LISTEN runs, so that no wake-up sent after
+        start-up is missed.
+        """
+        await self.coordination.join()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._scope = nursery.cancel_scope
+                await nursery.start(self._listen)
+                nursery.start_soon(self._heartbeats)
+                nursery.start_soon(self._releases)
+                task_status.started()
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(self.lease_seconds):
+                await self._flush_releases()
+                try:
+                    await self.coordination.leave()
+                except Exception as error:  # its membership runs out on its own
+                    log.warning("could not leave the cluster cleanly: %s", error)
+
+    def stop(self) -> None:
+        """Leave: what is still to release is released, then the membership ends."""
+        self._stopping = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    # --- leases -----------------------------------------------------------------------
+
+    async def hold(self, agent: str, task_id: str, token: str) -> Claim:
+        """Take the task's lease for ``token``, waiting while another live member holds it."""
+        claim = await self.coordination.acquire(agent, task_id, token)
+        while not claim.acquired:
+            freed = self._lease_waiters.setdefault((agent, task_id), trio.Event())
+            # Asked again now that a release wakes us: one in between is not missed.
+            claim = await self.coordination.acquire(agent, task_id, token)
+            if claim.acquired:
+                break
+            # A holder that dies wakes nobody: look again after a quarter lease.
+            with trio.move_on_after(self.lease_seconds / 4):
+                await freed.wait()
+        return claim
+
+    def release(self, token: str) -> None:
+        """Let a lease go soon (batched with the others let go meanwhile)."""
+        self._to_release.append(token)
+        self._release_wanted.set()
+
+    async def _releases(self) -> None:
+        while True:
+            await self._release_wanted.wait()
+            # The executions ending in this scheduling pass join the batch.
+            await trio.lowlevel.checkpoint()
+            await self._flush_releases()
+
+    async def _flush_releases(self) -> None:
+        while self._to_release:
+            self._release_wanted = trio.Event()
+            tokens, self._to_release = self._to_release, []
+            try:
+                await self.coordination.release(tokens)
+            except Exception as error:
+                log.warning("could not release %d task leases (will retry): %s", len(tokens), error)
+                self._to_release[:0] = tokens
+                await trio.sleep(min(1.0, self.lease_seconds / 4))
+
+    async def request_cancel(self, agent: str, task_id: str, holder: str, owner: str) -> None:
+        await self.coordination.request_cancel(agent, task_id, holder, owner)
+
+    # --- wake-ups --------------------------------------------------------------------
+
+    async def _listen(self, *, task_status: trio.TaskStatus[None]) -> None:
+        pause, started = 0.1, False
+        while True:
+            try:
+                async with self.coordination.wake_ups() as wake_ups:
+                    self.listening = True
+                    if started:
+                        # Reconnected: whatever was sent meanwhile is in the tables.
+                        self._wake_everyone()
+                    else:
+                        started = True
+                        task_status.started()
+                    pause = 0.1
+                    while True:
+                        self._dispatch(await wake_ups.receive())
+            except Exception as error:
+                if not started:
+                    raise
+                log.warning("the cluster's wake-up connection failed (reconnecting): %s", error)
+            finally:
+                self.listening = False
+            await trio.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+    def _dispatch(self, signal: Signal) -> None:
+        fields = signal.fields
+        if not fields:
+            self._wake_everyone()
+            return
+        member = self._members.get(str(fields[0]))
+        if signal.channel == LEASES and len(fields) == 2:
+            event = self._lease_waiters.pop((str(fields[0]), str(fields[1])), None)
+            if event is not None:
+                event.set()
+        elif member is None:
+            return
+        elif signal.channel == EVENTS and len(fields) == 3 and isinstance(fields[2], int):
+            member.task_moved(str(fields[1]), fields[2])
+        elif signal.channel == CANCELS and len(fields) == 4 and fields[2] == self.member:
+            member.cancel_here(str(fields[1]), str(fields[3]))
+
+    def _wake_everyone(self) -> None:
+        waiters, self._lease_waiters = self._lease_waiters, {}
+        for event in waiters.values():
+            event.set()
+        for member in self._members.values():
+            member.catch_up_all()
+
+    # --- heartbeat and adoption -----------------------------------------------------------
+
+    async def _heartbeats(self) -> None:
+        beat = self.lease_seconds / 4
+        next_adoption = trio.current_time()
+        while True:
+            await trio.sleep(beat)
+            try:
+                alive = await self.coordination.heartbeat()
+            except Exception as error:
+                log.warning("cluster heartbeat failed: %s", error)
+                continue
+            if not alive:
+                log.error(
+                    "member %s had no heartbeat for %ss and was found dead: what it ran is"
+                    " stopped (others end those tasks)",
+                    self.member,
+                    self.lease_seconds,
+                )
+                for member in self._members.values():
+                    member.leases_lost()
+            if trio.current_time() >= next_adoption:
+                next_adoption = trio.current_time() + self.lease_seconds / 2
+                await self._guarded(self.adopt_orphans)
+
+    async def adopt_orphans(self) -> None:
+        """End the unfinished tasks no live member holds (at start-up, then now and then)."""
+        if self._stopping or not self._members:
+            return
+        for orphan in await self.coordination.orphans(sorted(self._members)):
+            member = self._members.get(orphan.agent)
+            if member is not None and not self._stopping:
+                await self._guarded(member.adopt, orphan.task_id)
+
+    @staticmethod
+    async def _guarded(work: Callable[..., Awaitable[None]], *args: object) -> None:
+        try:
+            await work(*args)
+        except Exception:
+            log.exception("cluster work %s failed", getattr(work, "__name__", work))

@@ -1,0 +1,157 @@
+"""What several processes serving one database agree on: members, task leases, wake-ups.
+
+Only a database that several processes can share implements it (PostgreSQL:
+:class:`~a2a_trio.store.postgres.cluster.PostgresCoordination`); a SQLite file
+is served by one process and has none (``Store.coordination`` is None).
+
+- **Members.** Each serving process joins under an id of its own and renews
+  its membership by heartbeat. A member whose heartbeat is older than its
+  ``lease_seconds`` is dead: what it held may be taken over.
+- **Task leases.** At most one execution per task anywhere: an execution
+  holds its task's lease, identified by a token of its own, from before its
+  first write until after its last. A new task's lease is written with the
+  task (``NewTask.lease``); a continuation or a cancel acquires it. A
+  member's leases live as long as its membership.
+- **Wake-ups.** Every recorded round says which tasks moved (``events``),
+  every release which leases were let go (``leases``), and a cancel for a
+  task another member runs is a request to that member (``cancels``). They
+  are only wake-ups: the log and the lease table are the truth, so a lost
+  one costs latency, never an event.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+__all__ = [
+    "CANCELS",
+    "CHANNELS",
+    "EVENTS",
+    "LEASES",
+    "Claim",
+    "Coordination",
+    "Orphan",
+    "Signal",
+    "WakeUps",
+    "signal_payload",
+]
+
+#: A round was recorded: [agent, task, last sequence].
+EVENTS = "a2a_events"
+#: Leases were let go: [agent, task].
+LEASES = "a2a_leases"
+#: A cancel for a task another member runs: [agent, task, holder, owner].
+CANCELS = "a2a_cancels"
+CHANNELS = (EVENTS, LEASES, CANCELS)
+
+#: PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more; a longer one
+#: (ids of a thousand escaped control characters) becomes "[]": wake everyone.
+_PAYLOAD_LIMIT = 7900
+
+
+def signal_payload(*fields: object) -> str:
+    """The payload of a wake-up: a JSON array, or ``[]`` when it would be too long."""
+    text = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text.encode()) < _PAYLOAD_LIMIT else "[]"
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One wake-up: its channel and fields (empty: it names nothing, wake everyone)."""
+
+    channel: str
+    fields: tuple[object, ...]
+
+    @classmethod
+    def parse(cls, channel: str, payload: str) -> Signal:
+        try:
+            fields = json.loads(payload)
+        except ValueError:
+            fields = []
+        return cls(channel, tuple(fields) if isinstance(fields, list) else ())
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The outcome of :meth:`Coordination.acquire`.
+
+    ``acquired``: the lease is now the caller's. ``took_over``: from a dead
+    member (its task may have been left running: end it first). Otherwise
+    ``holder`` is the live member that holds it.
+    """
+
+    acquired: bool
+    took_over: bool = False
+    holder: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Orphan:
+    """An unfinished task with no live holder, or a lease a dead member left."""
+
+    agent: str
+    task_id: str
+
+
+class WakeUps(ABC):
+    """A dedicated connection that receives the members' wake-ups."""
+
+    @abstractmethod
+    async def receive(self) -> Signal:
+        """The next wake-up; raises ConnectionLost when the connection drops."""
+
+
+class Coordination(ABC):
+    """Membership, task leases and wake-ups of the processes serving one database."""
+
+    #: This member's id (host, pid and a random part: readable in logs and tables).
+    member: str
+    #: How long a member lives without a heartbeat.
+    lease_seconds: float
+
+    @abstractmethod
+    async def join(self) -> None:
+        """Become a member (before holding anything)."""
+
+    @abstractmethod
+    async def heartbeat(self) -> bool:
+        """Renew the membership; False when others had already found it dead.
+
+        A member found dead has lost its leases: whatever it still runs must stop.
+        It is a member again after this call, with a fresh heartbeat.
+        """
+
+    @abstractmethod
+    async def leave(self) -> None:
+        """Stop being a member: let go of every lease still held, with their wake-ups."""
+
+    @abstractmethod
+    async def acquire(self, agent: str, task_id: str, token: str) -> Claim:
+        """Take the task's lease for ``token`` unless a live member other than this one holds it.
+
+        A lease this member holds is taken over (its executions run one at a
+        time: the holder is finished with it).
+        """
+
+    @abstractmethod
+    async def release(self, tokens: list[str]) -> None:
+        """Let the leases of these tokens go (those still held), waking their waiters."""
+
+    @abstractmethod
+    async def holder(self, agent: str, task_id: str) -> str | None:
+        """The live member holding the task's lease, if any."""
+
+    @abstractmethod
+    async def request_cancel(self, agent: str, task_id: str, holder: str, owner: str) -> None:
+        """Ask ``holder`` to cancel the task it runs (on behalf of ``owner``)."""
+
+    @abstractmethod
+    async def orphans(self, agents: list[str]) -> list[Orphan]:
+        """Unfinished tasks of these agents without a live holder, and dead members' leases."""
+
+    @abstractmethod
+    def wake_ups(self) -> AbstractAsyncContextManager[WakeUps]:
+        """A connection receiving :data:`CHANNELS` (async context manager)."""

@@ -1,0 +1,213 @@
+"""Several processes on one PostgreSQL database: members, task leases and wake-ups.
+
+Every statement of :class:`~a2a_trio.store.coordination.Coordination` lives
+here. Liveness is judged by the database's clock alone (``now()``), so the
+members' clocks may disagree: a member is alive while ``heartbeat_at +
+lease_seconds`` is in the database's future. Wake-ups are ``NOTIFY``s sent in
+the transaction that changes what they announce, so none arrives before the
+change is visible, and a rolled-back change sends none.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from ..coordination import CANCELS, CHANNELS, Claim, Coordination, Orphan, Signal, WakeUps
+from ..coordination import signal_payload as signal_payload
+from ..queries import UNFINISHED_STATES
+from .database import Connection, Database
+from .listener import Listener
+
+__all__ = ["LIVE", "PostgresCoordination"]
+
+#: Whether the member ``m`` (a row of a2a_members, or NULL) is alive.
+LIVE = "(m.id IS NOT NULL AND m.heartbeat_at + m.lease_seconds * interval '1 second' > now())"
+
+#: Release leases by token and wake whoever waits for them, in one statement.
+_RELEASE = """
+    WITH gone AS (DELETE FROM task_leases WHERE token = ANY(%s) RETURNING agent, task_id)
+    SELECT count(pg_notify('a2a_leases',
+        CASE WHEN octet_length(payload) < 7900 THEN payload ELSE '[]' END))
+    FROM (SELECT json_build_array(agent, task_id)::text AS payload FROM gone) AS wake
+"""
+
+
+def new_member_id() -> str:
+    """host:pid:random, so that a log line or a row says which process it was."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class _PostgresWakeUps(WakeUps):
+    def __init__(self, listener: Listener) -> None:
+        self._listener = listener
+
+    async def receive(self) -> Signal:
+        notification = await self._listener.receive()
+        return Signal.parse(notification.channel, notification.payload)
+
+
+class PostgresCoordination(Coordination):
+    """The members of one database, on the store's pool (and a connection to listen)."""
+
+    def __init__(self, db: Database, *, lease_seconds: float = 10.0) -> None:
+        self._db = db
+        self.member = new_member_id()
+        self.lease_seconds = lease_seconds
+
+    async def join(self) -> None:
+        await self._db.execute(
+            "INSERT INTO a2a_members (id, host, pid, lease_seconds, started_at, heartbeat_at)"
+            " VALUES (%s, %s, %s, %s, now(), now())",
+            (self.member, socket.gethostname(), os.getpid(), self.lease_seconds),
+        )
+
+    async def heartbeat(self) -> bool:
+        def beat(conn: Connection) -> bool:
+            row = conn.execute(
+                f"SELECT {LIVE} FROM a2a_members m WHERE id = %s FOR UPDATE", (self.member,)
+            ).fetchone()
+            if row is not None and row[0]:
+                conn.execute(
+                    "UPDATE a2a_members SET heartbeat_at = now() WHERE id = %s", (self.member,)
+                )
+                return True
+            # Found dead (or late: nobody may have noticed yet, but anybody could
+            # have): what it held is given up, and it starts again holding nothing.
+            conn.execute(_RELEASE_ALL, (self.member,))
+            conn.execute(
+                "INSERT INTO a2a_members (id, host, pid, lease_seconds, started_at, heartbeat_at)"
+                " VALUES (%s, %s, %s, %s, now(), now()) ON CONFLICT (id) DO UPDATE"
+                " SET heartbeat_at = now()",
+                (self.member, socket.gethostname(), os.getpid(), self.lease_seconds),
+            )
+            return False
+
+        return await self._db.run(beat)
+
+    async def leave(self) -> None:
+        def leave(conn: Connection) -> None:
+            conn.execute(_RELEASE_ALL, (self.member,))
+            conn.execute("DELETE FROM lane_leases WHERE holder = %s", (self.member,))
+            conn.execute("DELETE FROM a2a_members WHERE id = %s", (self.member,))
+
+        await self._db.run(leave)
+
+    async def acquire(self, agent: str, task_id: str, token: str) -> Claim:
+        def acquire(conn: Connection) -> Claim:
+            row = conn.execute(
+                f"SELECT l.holder, {LIVE} FROM task_leases l"
+                " LEFT JOIN a2a_members m ON m.id = l.holder"
+                " WHERE l.agent = %s AND l.task_id = %s FOR UPDATE OF l",
+                (agent, task_id),
+            ).fetchone()
+            if row is None:
+                inserted = conn.execute(
+                    "INSERT INTO task_leases (agent, task_id, holder, token, since)"
+                    " VALUES (%s, %s, %s, %s, now()) ON CONFLICT (agent, task_id) DO NOTHING",
+                    (agent, task_id, self.member, token),
+                ).rowcount
+                # Taken between the look and the insert: by a live member, as far
+                # as anyone knows yet; the caller waits for its release.
+                return Claim(True) if inserted else Claim(False, holder="")
+            holder, alive = row
+            if holder != self.member and alive:
+                return Claim(False, holder=holder)
+            conn.execute(
+                "UPDATE task_leases SET holder = %s, token = %s, since = now()"
+                " WHERE agent = %s AND task_id = %s",
+                (self.member, token, agent, task_id),
+            )
+            return Claim(True, took_over=holder != self.member)
+
+        return await self._db.run(acquire)
+
+    async def release(self, tokens: list[str]) -> None:
+        if tokens:
+            await self._db.execute(_RELEASE, (tokens,))
+
+    async def holder(self, agent: str, task_id: str) -> str | None:
+        row = await self._db.fetchone(
+            f"SELECT l.holder FROM task_leases l LEFT JOIN a2a_members m ON m.id = l.holder"
+            f" WHERE l.agent = %s AND l.task_id = %s AND {LIVE}",
+            (agent, task_id),
+        )
+        return None if row is None else str(row[0])
+
+    async def request_cancel(self, agent: str, task_id: str, holder: str, owner: str) -> None:
+        await self._db.execute(
+            "SELECT pg_notify(%s, %s)",
+            (CANCELS, signal_payload(agent, task_id, holder, owner)),
+        )
+
+    async def orphans(self, agents: list[str]) -> list[Orphan]:
+        def find(conn: Connection) -> list[Orphan]:
+            _bury_local_dead(conn, self.member)
+            rows = conn.execute(
+                "SELECT t.agent, t.id FROM tasks t"
+                " LEFT JOIN task_leases l ON l.agent = t.agent AND l.task_id = t.id"
+                " LEFT JOIN a2a_members m ON m.id = l.holder"
+                f" WHERE t.state = ANY(%s) AND t.agent = ANY(%s) AND NOT {LIVE}"
+                " UNION"
+                " SELECT l.agent, l.task_id FROM task_leases l"
+                " LEFT JOIN a2a_members m ON m.id = l.holder"
+                f" WHERE l.agent = ANY(%s) AND NOT {LIVE}"
+                " ORDER BY 1, 2",
+                (UNFINISHED_STATES, agents, agents),
+            ).fetchall()
+            # Members dead for ten leases that hold nothing more are forgotten.
+            conn.execute(
+                "DELETE FROM a2a_members m WHERE m.heartbeat_at"
+                " + 10 * m.lease_seconds * interval '1 second' < now()"
+                " AND NOT EXISTS (SELECT FROM task_leases l WHERE l.holder = m.id)"
+                " AND NOT EXISTS (SELECT FROM lane_leases l WHERE l.holder = m.id)"
+            )
+            return [Orphan(agent, task_id) for agent, task_id in rows]
+
+        return await self._db.run(find)
+
+    @asynccontextmanager
+    async def wake_ups(self) -> AsyncIterator[WakeUps]:
+        async with Listener.open(self._db.location, CHANNELS, self._db.settings) as listener:
+            yield _PostgresWakeUps(listener)
+
+
+#: Let every lease of a member go, waking their waiters.
+_RELEASE_ALL = _RELEASE.replace("token = ANY(%s)", "holder = %s")
+
+
+def _bury_local_dead(conn: Connection, me: str) -> None:
+    """Members on this host whose process is gone are dead now, not a lease from now.
+
+    A process restarted after a crash (by systemd, say) then ends at once the
+    tasks its predecessor left running. A pid taken again by another process
+    only delays that to the lease's end.
+    """
+    rows = conn.execute(
+        f"SELECT m.id, m.pid FROM a2a_members m WHERE m.host = %s AND m.id <> %s AND {LIVE}",
+        (socket.gethostname(), me),
+    ).fetchall()
+    gone = [member for member, pid in rows if not _process_exists(pid)]
+    if gone:
+        conn.execute(
+            "UPDATE a2a_members SET heartbeat_at = '-infinity' WHERE id = ANY(%s)", (gone,)
+        )
+
+
+def _process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` runs here (a zombie, killed but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # "pid (command) state ...": the command may hold spaces and parentheses.
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):  # no /proc (macOS, say): as far as we know, alive
+        return True
