@@ -79,6 +79,14 @@ class StorageSettings(_Section):
         )
 
 
+class ClusterSection(_Section):
+    """Several processes on one PostgreSQL database (docs/deployment.md)."""
+
+    #: Seconds a process lives without a heartbeat (one every quarter of it):
+    #: after a crash, its running tasks end FAILED within this much.
+    lease_seconds: float = Field(default=10.0, ge=0.5, le=3600)
+
+
 class RuntimeSettings(_Section):
     cancel_grace: float = Field(default=5.0, ge=0)
     shutdown_grace: float = Field(default=10.0, ge=0)
@@ -169,6 +177,7 @@ class Settings(_Section):
     guard: str | None = None
     security_schemes: dict[str, SchemeSettings] = Field(default_factory=dict)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    cluster: ClusterSection = Field(default_factory=ClusterSection)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
     limits: LimitsSection = Field(default_factory=LimitsSection)
     server: ServerSection = Field(default_factory=ServerSection)
@@ -283,6 +292,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
         database=settings.storage.location(),
         secret_key=settings.storage.secret_key,
         pool=settings.storage.pool(),
+        lease_seconds=settings.cluster.lease_seconds,
         settings=ServerSettings(**settings.server.model_dump()),
         host_settings=HostSettings(
             **settings.runtime.model_dump(), limits=Limits(**settings.limits.model_dump())

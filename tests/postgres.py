@@ -37,7 +37,10 @@ DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 #: Every backend a storage test runs on; the ids in the tests' names.
 BACKENDS = ("sqlite", "postgresql")
 #: The tables that hold data (not the schema version, not the development key).
-DATA_TABLES = "tasks, task_events, push_configs, push_outbox, push_attempts, message_receipts"
+DATA_TABLES = (
+    "tasks, task_events, push_configs, push_outbox, push_attempts, message_receipts,"
+    " a2a_members, task_leases, lane_leases"
+)
 
 
 def _server() -> PostgresLocation:

@@ -236,7 +236,7 @@ class AgentHost:
         """End FAILED a task its process left running, if its lease can be taken."""
         assert self.cluster is not None
         token = new_token()
-        claim = await self.cluster.coordination.acquire(self.name, task_id, token)
+        claim = await self.cluster.coordination.acquire(self.name, task_id, token, queue=False)
         if not claim.acquired:
             return  # a live process holds it now
         try:
@@ -302,7 +302,7 @@ class AgentHost:
             if stored is None or stored.state.is_final:
                 return
             token = new_token()
-            claim = await self.cluster.coordination.acquire(self.name, task_id, token)
+            claim = await self.cluster.coordination.acquire(self.name, task_id, token, queue=False)
             if not claim.acquired:
                 return  # another process holds it now: the canceller asks it
             live = self._live.acquire(task_id, stored)
@@ -654,7 +654,9 @@ class AgentHost:
         patience = self.settings.cancel_grace + 2 * cluster.lease_seconds + 5
         with trio.move_on_after(patience):
             while True:
-                claim = await cluster.coordination.acquire(self.name, live.task_id, token)
+                claim = await cluster.coordination.acquire(
+                    self.name, live.task_id, token, queue=False
+                )
                 if claim.acquired:
                     return await self._cancel_here(live, stored, caller, metadata, token)
                 await cluster.request_cancel(

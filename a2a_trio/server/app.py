@@ -82,6 +82,7 @@ class A2AApp(QuartTrio):
         database: str | Path | DatabaseLocation = "a2a.db",
         store: Store | None = None,
         pool: PoolSettings | None = None,
+        lease_seconds: float = 10.0,
         secret_key: str | bytes | None = None,
         settings: ServerSettings | None = None,
         host_settings: HostSettings | None = None,
@@ -98,6 +99,7 @@ class A2AApp(QuartTrio):
         self.config["MAX_CONTENT_LENGTH"] = self.a2a_settings.max_body_bytes
         self._database = database
         self._pool = pool
+        self._lease_seconds = lease_seconds
         self._secret_key = secret_key
         self._store = store
         self._owns_store = store is None
@@ -135,7 +137,12 @@ class A2AApp(QuartTrio):
         stops (a store passed in keeps it until you close that store).
         """
         if self._store is None:
-            self._store = store_at(self._database, secret_key=self._secret_key, pool=self._pool)
+            self._store = store_at(
+                self._database,
+                secret_key=self._secret_key,
+                pool=self._pool,
+                lease_seconds=self._lease_seconds,
+            )
         return self._store
 
     # --- mounting -----------------------------------------------------------------

@@ -129,11 +129,14 @@ class Coordination(ABC):
         """Stop being a member: let go of every lease still held, with their wake-ups."""
 
     @abstractmethod
-    async def acquire(self, agent: str, task_id: str, token: str) -> Claim:
+    async def acquire(self, agent: str, task_id: str, token: str, *, queue: bool = True) -> Claim:
         """Take the task's lease for ``token`` unless a live member other than this one holds it.
 
         A lease this member holds is taken over (its executions run one at a
-        time: the holder is finished with it).
+        time: the holder is finished with it). Members take turns: one that
+        finds the lease held asks for the next turn, and until it had it the
+        holder does not take the lease again. ``queue=False`` (a cancel)
+        neither asks for a turn nor waits for one.
         """
 
     @abstractmethod

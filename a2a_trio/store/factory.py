@@ -18,12 +18,14 @@ def store_at(
     secret_key: str | bytes | None = None,
     pool: PoolSettings | None = None,
     key: str = "storage.url",
+    lease_seconds: float = 10.0,
 ) -> Store:
     """A store (not yet open) for a path, a URL or a parsed location.
 
     A string is parsed as ``storage.url`` is (``key`` names the setting in
     errors): a plain path or ``sqlite:///path`` is a SQLite file,
-    ``postgresql://...`` a PostgreSQL database.
+    ``postgresql://...`` a PostgreSQL database (``lease_seconds``: how long a
+    serving process lives there without a heartbeat).
     """
     if isinstance(database, Path):
         database = SqliteLocation(database)
@@ -32,5 +34,7 @@ def store_at(
     if isinstance(database, PostgresLocation):
         from .postgres.store import PostgresStore
 
-        return PostgresStore(database, secret_key=secret_key, pool=pool)
+        return PostgresStore(
+            database, secret_key=secret_key, pool=pool, lease_seconds=lease_seconds
+        )
     return SqliteStore(database.path, secret_key=secret_key)

@@ -96,10 +96,10 @@ class PostgresCoordination(Coordination):
 
         await self._db.run(leave)
 
-    async def acquire(self, agent: str, task_id: str, token: str) -> Claim:
+    async def acquire(self, agent: str, task_id: str, token: str, *, queue: bool = True) -> Claim:
         def acquire(conn: Connection) -> Claim:
             row = conn.execute(
-                f"SELECT l.holder, {LIVE} FROM task_leases l"
+                f"SELECT l.holder, {LIVE}, l.wanted_by FROM task_leases l"
                 " LEFT JOIN a2a_members m ON m.id = l.holder"
                 " WHERE l.agent = %s AND l.task_id = %s FOR UPDATE OF l",
                 (agent, task_id),
@@ -113,13 +113,23 @@ class PostgresCoordination(Coordination):
                 # Taken between the look and the insert: by a live member, as far
                 # as anyone knows yet; the caller waits for its release.
                 return Claim(True) if inserted else Claim(False, holder="")
-            holder, alive = row
+            holder, alive, wanted_by = row
             if holder != self.member and alive:
+                if queue and wanted_by is None:  # the holder lets the next turn go to us
+                    conn.execute(
+                        "UPDATE task_leases SET wanted_by = %s WHERE agent = %s AND task_id = %s",
+                        (self.member, agent, task_id),
+                    )
+                return Claim(False, holder=holder)
+            if queue and holder == self.member and wanted_by not in (None, self.member):
+                # Ours, but another member waits: its turn comes first (or that
+                # member's work would wait as long as ours keeps coming).
                 return Claim(False, holder=holder)
             conn.execute(
-                "UPDATE task_leases SET holder = %s, token = %s, since = now()"
+                "UPDATE task_leases SET holder = %s, token = %s, since = now(),"
+                " wanted_by = CASE WHEN wanted_by = %s THEN NULL ELSE wanted_by END"
                 " WHERE agent = %s AND task_id = %s",
-                (self.member, token, agent, task_id),
+                (self.member, token, self.member, agent, task_id),
             )
             return Claim(True, took_over=holder != self.member)
 

@@ -167,6 +167,8 @@ _V2 = (
         holder text COLLATE "C" NOT NULL,
         token text COLLATE "C" NOT NULL UNIQUE,
         since timestamptz NOT NULL,
+        -- Another member waits for it: the holder does not take it again meanwhile.
+        wanted_by text COLLATE "C",
         PRIMARY KEY (agent, task_id)
     )
     """,

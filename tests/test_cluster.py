@@ -1,0 +1,273 @@
+"""Several server processes on one PostgreSQL database, as a deployment runs them.
+
+Three hypercorn processes serve ``tests.cluster_app`` on one database of
+this module's own; a test sends to one process and reads, continues or
+cancels on another. What the executions did is in files they share
+(``tests/cluster_app.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from a2a_trio.store.url import PostgresLocation
+
+from .conftest import user_message
+from .postgres import fresh_database, postgres_url, rows
+from .servers import ServerProcess
+
+VERSION = {"A2A-Version": "1.0"}
+LEASE_SECONDS = 2.0
+
+
+class Cluster:
+    def __init__(self, database: str, directory: Path) -> None:
+        self.database = database
+        self.directory = directory
+        self.processes: list[ServerProcess] = []
+
+    def start(self, count: int) -> list[ServerProcess]:
+        started = []
+        for _ in range(count):
+            name = f"p{len(self.processes)}"
+            env = {
+                "CLUSTER_TEST_DIR": str(self.directory),
+                "CLUSTER_PROCESS_NAME": name,
+                "A2A_TRIO_LEASE_SECONDS": str(LEASE_SECONDS),
+            }
+            log = self.directory / f"{name}.log"
+            server = ServerProcess.start(self.database, log, app="tests.cluster_app:app", env=env)
+            self.processes.append(server)
+            started.append(server)
+        return started
+
+    def stop(self) -> None:
+        for server in self.processes:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    postgres: PostgresLocation, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    with fresh_database(postgres) as location:
+        running = Cluster(postgres_url(location), tmp_path_factory.mktemp("cluster"))
+        try:
+            running.start(3)
+            yield running
+        finally:
+            running.stop()
+
+
+def client(server: ServerProcess) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=server.url, headers=VERSION, timeout=30, trust_env=False)
+
+
+async def rpc(server: ServerProcess, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async with client(server) as http:
+        return await call(http, method, params)
+
+
+async def call(http: httpx.AsyncClient, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+    response = await http.post("/jsonrpc", json=body)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    assert "error" not in answer, answer
+    result: dict[str, Any] = answer["result"]
+    return result
+
+
+async def frames(
+    server: ServerProcess,
+    method: str,
+    params: dict[str, Any],
+    *,
+    last_event_id: str | None = None,
+    limit: int | None = None,
+) -> list[tuple[str | None, dict[str, Any]]]:
+    """A streaming call's SSE frames as (id, result), until the stream ends or ``limit``."""
+    body = {"jsonrpc": "2.0", "id": "s", "method": method, "params": params}
+    headers = {"Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = last_event_id
+    received: list[tuple[str | None, dict[str, Any]]] = []
+    async with (
+        client(server) as http,
+        http.stream("POST", "/jsonrpc", json=body, headers=headers) as response,
+    ):
+        assert response.status_code == 200
+        event_id = None
+        async for line in response.aiter_lines():
+            if line.startswith("id:"):
+                event_id = line[3:].strip()
+            elif line.startswith("data:"):
+                data = json.loads(line[5:])
+                assert "error" not in data, data
+                received.append((event_id, data["result"]))
+                if limit is not None and len(received) == limit:
+                    break
+    return received
+
+
+def state_of(result: dict[str, Any]) -> str | None:
+    for kind in ("task", "statusUpdate"):
+        if kind in result:
+            return str(result[kind]["status"]["state"])
+    return None
+
+
+async def wait_for_state(
+    server: ServerProcess, task_id: str, state: str, *, within: float = 10
+) -> dict[str, Any]:
+    with trio.fail_after(within):
+        while True:
+            task = await rpc(server, "GetTask", {"id": task_id})
+            if task["status"]["state"] == state:
+                return task
+            await trio.sleep(0.02)
+
+
+async def wait_for_file(path: Path) -> None:
+    """Until another process writes ``path`` (a file system offers nothing to wait on)."""
+    with trio.fail_after(5):
+        while not path.exists():  # noqa: ASYNC110, ASYNC240
+            await trio.sleep(0.005)
+
+
+async def start_task(server: ServerProcess, text: str) -> dict[str, Any]:
+    answer = await rpc(
+        server,
+        "SendMessage",
+        {"message": user_message(text), "configuration": {"returnImmediately": True}},
+    )
+    task: dict[str, Any] = answer["task"]
+    return task
+
+
+# --- one task, two processes ------------------------------------------------------------------
+
+
+async def test_a_subscriber_on_one_process_sees_what_another_process_records(
+    cluster: Cluster,
+) -> None:
+    a, b, _ = cluster.processes
+    task = await start_task(a, "tick 6")
+    received = await frames(b, "SubscribeToTask", {"id": task["id"]})
+    states = [state_of(result) for _, result in received]
+    assert states[-1] == "TASK_STATE_COMPLETED"
+    ids = [int(event_id) for event_id, _ in received if event_id is not None]
+    assert ids == sorted(set(ids)), "each event once, in log order"
+    # Every event after the opening snapshot, none missed: the log has the same.
+    logged = rows(cluster.database, "SELECT seq FROM task_events WHERE task_id = %s", task["id"])
+    assert ids[1:] == [seq for (seq,) in logged if seq > ids[0]]
+
+
+async def test_a_task_paused_on_one_process_continues_on_another_with_its_id_alone(
+    cluster: Cluster,
+) -> None:
+    a, b, _ = cluster.processes
+    paused = (await rpc(a, "SendMessage", {"message": user_message("ask")}))["task"]
+    assert paused["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    follow_up = user_message("Ada", taskId=paused["id"])
+    done = (await rpc(b, "SendMessage", {"message": follow_up}))["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert done["artifacts"][0]["parts"][0]["text"] == "continued on p1"
+    assert [m["parts"][0]["text"] for m in done["history"] if m["role"] == "ROLE_USER"] == [
+        "ask",
+        "Ada",
+    ]
+
+
+async def test_a_stream_begun_on_one_process_resumes_on_another_from_last_event_id(
+    cluster: Cluster,
+) -> None:
+    a, b, _ = cluster.processes
+    first = await frames(a, "SendStreamingMessage", {"message": user_message("tick 6")}, limit=3)
+    task_id = first[0][1]["task"]["id"]
+    last_id = first[-1][0]
+    assert last_id is not None
+    rest = await frames(b, "SubscribeToTask", {"id": task_id}, last_event_id=last_id)
+    ids = [int(event_id) for event_id, _ in [*first, *rest] if event_id is not None]
+    assert ids == list(range(1, len(ids) + 1)), "the stream goes on where it stopped"
+    assert state_of(rest[-1][1]) == "TASK_STATE_COMPLETED"
+
+
+async def test_a_cancel_on_one_process_stops_the_execution_on_another_at_once(
+    cluster: Cluster,
+) -> None:
+    a, b, _ = cluster.processes
+    delays = []
+    for _ in range(5):
+        task = await start_task(a, "hold")
+        await wait_for_state(b, task["id"], "TASK_STATE_WORKING")
+        canceled = await rpc(b, "CancelTask", {"id": task["id"]})
+        answered = time.time()
+        assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+        stopped_file = cluster.directory / f"{task['id']}.stopped"
+        await wait_for_file(stopped_file)
+        stopped_at, name = stopped_file.read_text().split()
+        assert name == "p0"
+        delays.append(float(stopped_at) - answered)
+    # The holder stops the execution before the canceller hears of the ending.
+    assert statistics.median(delays) <= 0.05, delays
+
+
+# --- many messages to the same tasks, from every process ------------------------------------
+
+
+async def test_no_task_ever_runs_twice_at_once(cluster: Cluster) -> None:
+    processes = cluster.processes
+    tasks = [
+        (await rpc(processes[n % 3], "SendMessage", {"message": user_message("count")}))["task"]
+        for n in range(50)
+    ]
+    assert {t["status"]["state"] for t in tasks} == {"TASK_STATE_INPUT_REQUIRED"}
+    answers: list[str] = []
+
+    async def send(n: int, http: httpx.AsyncClient, limit: trio.Semaphore) -> None:
+        async with limit:
+            message = user_message("count", taskId=tasks[n % 50]["id"])
+            task = (await call(http, "SendMessage", {"message": message}))["task"]
+            answers.append(task["status"]["state"])
+
+    clients = [client(server) for server in processes]
+    limit = trio.Semaphore(150)
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            for n in range(2000):
+                nursery.start_soon(send, n, clients[n % 3], limit)
+    for http in clients:
+        await http.aclose()
+    assert answers == ["TASK_STATE_INPUT_REQUIRED"] * 2000
+    assert not (cluster.directory / "violations").exists()
+    for task in tasks:
+        runs = (cluster.directory / f"{task['id']}.runs").read_text().split()
+        assert len(runs) == 41  # the first message and 40 follow-ups, each once
+
+
+# --- a process that dies ----------------------------------------------------------------------
+
+
+async def test_a_task_of_a_killed_process_fails_within_the_lease(cluster: Cluster) -> None:
+    [doomed] = cluster.start(1)
+    survivor = cluster.processes[0]
+    task = await start_task(doomed, "hold")
+    await wait_for_state(survivor, task["id"], "TASK_STATE_WORKING")
+    doomed.kill()
+    killed = time.monotonic()
+    failed = await wait_for_state(
+        survivor, task["id"], "TASK_STATE_FAILED", within=LEASE_SECONDS + 5
+    )
+    assert time.monotonic() - killed <= LEASE_SECONDS + 2
+    assert "server stopped" in failed["status"]["message"]["parts"][0]["text"]
