@@ -12,6 +12,8 @@ sees what ran where and when.
             runs again
 ``ask``     INPUT_REQUIRED; any other follow-up completes with an artifact
 ``hold``    WORKING, then waits for good; notes the time it stopped when cancelled
+
+Webhooks to 127.0.0.1 are allowed, retried after 0.1 s.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 import trio
 
 from a2a_trio import A2AApp
+from a2a_trio.push import PushSettings
 from a2a_trio.runtime import AgentExecutor, EventQueue, RequestContext, TaskUpdater
 
 from .conftest import make_card
@@ -84,5 +87,6 @@ class ClusterExecutor(AgentExecutor):
 app = A2AApp(
     database=os.environ["A2A_TRIO_DATABASE"],
     lease_seconds=float(os.environ.get("A2A_TRIO_LEASE_SECONDS", "10")),
+    push_settings=PushSettings(allowed_hosts=("127.0.0.1",), backoff=0.1, max_wait=0.5),
 )
 app.mount("", card=make_card(), executor=ClusterExecutor())

@@ -25,6 +25,7 @@ from a2a_trio.store.url import PostgresLocation
 from .conftest import user_message
 from .postgres import fresh_database, postgres_url, rows
 from .servers import ServerProcess
+from .webhooks import Reply, webhook_receiver
 
 VERSION = {"A2A-Version": "1.0"}
 LEASE_SECONDS = 2.0
@@ -271,3 +272,49 @@ async def test_a_task_of_a_killed_process_fails_within_the_lease(cluster: Cluste
     )
     assert time.monotonic() - killed <= LEASE_SECONDS + 2
     assert "server stopped" in failed["status"]["message"]["parts"][0]["text"]
+
+
+async def test_webhooks_of_a_task_go_out_in_order_and_none_is_lost_when_a_process_dies(
+    cluster: Cluster,
+) -> None:
+    [doomed] = cluster.start(1)
+    async with webhook_receiver(default=Reply(delay=0.1)) as hook:
+        config = {"url": hook.url}
+        answer = await rpc(
+            doomed,
+            "SendMessage",
+            {
+                "message": user_message("tick 20"),
+                "configuration": {"returnImmediately": True, "taskPushNotificationConfig": config},
+            },
+        )
+        task_id = answer["task"]["id"]
+        await hook.wait_for(3)
+        doomed.kill()
+        survivor = cluster.processes[0]
+        await wait_for_state(survivor, task_id, "TASK_STATE_FAILED", within=LEASE_SECONDS + 5)
+        queued = rows(
+            cluster.database,
+            "SELECT notification_id, payload::text, state FROM push_outbox"
+            " WHERE task_id = %s ORDER BY id",
+            task_id,
+        )
+        with trio.fail_after(20):
+            while {state for _, _, state in queued} != {"delivered"}:
+                await trio.sleep(0.1)
+                queued = rows(
+                    cluster.database,
+                    "SELECT notification_id, payload::text, state FROM push_outbox"
+                    " WHERE task_id = %s ORDER BY id",
+                    task_id,
+                )
+    # The one in flight at the kill may come twice (same id): the receiver dedupes.
+    first_arrivals: dict[str, bytes] = {}
+    for request in hook.requests:
+        first_arrivals.setdefault(request.notification_id, request.body)
+    assert list(first_arrivals) == [notification_id for notification_id, _, _ in queued]
+    assert [json.loads(body) for body in first_arrivals.values()] == [
+        json.loads(payload) for _, payload, _ in queued
+    ]
+    assert state_of(json.loads(queued[-1][1])) == "TASK_STATE_FAILED"
+    assert len(hook.requests) - len(first_arrivals) <= 1

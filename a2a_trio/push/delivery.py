@@ -145,7 +145,7 @@ class PushDispatcher:
 
     async def _run_lane(self, lane: Lane) -> None:
         try:
-            await self._drain(lane)
+            await self._drain_claimed(lane)
         except Exception:
             # One lane's surprise must not stop every other delivery (or the app):
             # its rows stay pending and the next pass retries them.
@@ -163,11 +163,32 @@ class PushDispatcher:
                 continue
             self._active.add(lane)
             try:
-                await self._drain(lane)
+                await self._drain_claimed(lane)
             finally:
                 self._active.discard(lane)
 
     # --- one lane ----------------------------------------------------------------------
+
+    async def _drain_claimed(self, lane: Lane) -> None:
+        """Drain the lane if no other process delivers it (several processes: a lane lease).
+
+        A lane another live process delivers is left to it; one whose process
+        died is claimed at the next look (a poll, or rows queued here).
+        """
+        coordination = self.store.coordination
+        if coordination is None:
+            await self._drain(lane)
+            return
+        if not await coordination.claim_lane(lane.agent, lane.task_id, lane.config_id):
+            return
+        try:
+            await self._drain(lane)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                try:
+                    await coordination.release_lane(lane.agent, lane.task_id, lane.config_id)
+                except Exception as error:  # it goes with this process's membership
+                    log.warning("could not release push lane %s: %s", lane.task_id, error)
 
     async def _drain(self, lane: Lane) -> None:
         """Deliver the lane's rows one by one, oldest first, until none is pending."""

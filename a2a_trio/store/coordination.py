@@ -12,6 +12,9 @@ is served by one process and has none (``Store.coordination`` is None).
   first write until after its last. A new task's lease is written with the
   task (``NewTask.lease``); a continuation or a cancel acquires it. A
   member's leases live as long as its membership.
+- **Webhook lanes.** One member at a time delivers a lane (a task's
+  webhook config), so its notifications go out in order; a dead member's
+  lanes are claimed by the next member that finds them pending.
 - **Wake-ups.** Every recorded round says which tasks moved (``events``),
   every release which leases were let go (``leases``), and a cancel for a
   task another member runs is a request to that member (``cancels``). They
@@ -154,6 +157,14 @@ class Coordination(ABC):
     @abstractmethod
     async def orphans(self, agents: list[str]) -> list[Orphan]:
         """Unfinished tasks of these agents without a live holder, and dead members' leases."""
+
+    @abstractmethod
+    async def claim_lane(self, agent: str, task_id: str, config_id: str) -> bool:
+        """Whether this member may deliver the webhook lane now (no other live member does)."""
+
+    @abstractmethod
+    async def release_lane(self, agent: str, task_id: str, config_id: str) -> None:
+        """Stop delivering the lane: another member may claim it."""
 
     @abstractmethod
     def wake_ups(self) -> AbstractAsyncContextManager[WakeUps]:

@@ -179,6 +179,24 @@ class PostgresCoordination(Coordination):
 
         return await self._db.run(find)
 
+    async def claim_lane(self, agent: str, task_id: str, config_id: str) -> bool:
+        claimed = await self._db.execute(
+            "INSERT INTO lane_leases AS l (agent, task_id, config_id, holder, since)"
+            " VALUES (%s, %s, %s, %s, now()) ON CONFLICT (agent, task_id, config_id)"
+            " DO UPDATE SET holder = EXCLUDED.holder, since = now()"
+            " WHERE l.holder = EXCLUDED.holder OR NOT EXISTS"
+            f" (SELECT FROM a2a_members m WHERE m.id = l.holder AND {LIVE})",
+            (agent, task_id, config_id, self.member),
+        )
+        return claimed > 0
+
+    async def release_lane(self, agent: str, task_id: str, config_id: str) -> None:
+        await self._db.execute(
+            "DELETE FROM lane_leases WHERE agent = %s AND task_id = %s AND config_id = %s"
+            " AND holder = %s",
+            (agent, task_id, config_id, self.member),
+        )
+
     @asynccontextmanager
     async def wake_ups(self) -> AsyncIterator[WakeUps]:
         async with Listener.open(self._db.location, CHANNELS, self._db.settings) as listener:
