@@ -78,6 +78,13 @@ def _split(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
     help="Serve on this database (e.g. postgresql://...) instead of a fresh SQLite file"
     " per profile; its rows are kept.",
 )
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Serve from this many processes (hypercorn --workers); needs a PostgreSQL --database.",
+)
 def tck(
     tck_dir: Path,
     level: str | None,
@@ -85,6 +92,7 @@ def tck(
     profile: list[str],
     reports: Path,
     database: str | None,
+    processes: int,
 ) -> None:
     """Run the official A2A conformance kit against the conformance agent.
 
@@ -103,6 +111,7 @@ def tck(
             reports_dir=reports.resolve(),
             echo=click.echo,
             database=database,
+            processes=processes,
         )
     except (KitError, DatabaseURLError) as error:
         raise click.UsageError(str(error)) from None

@@ -1,14 +1,18 @@
 """``a2a-trio tck``: run the official conformance kit against the conformance agent.
 
 The agent is served in this process on a free loopback port (one run per
-card profile, each on a fresh database); the kit runs as a subprocess from its
-own directory with its own virtual environment, and its reports are kept.
+card profile, each on a fresh database), or with ``processes`` above one by
+``hypercorn --workers N`` on a PostgreSQL database; the kit runs as a
+subprocess from its own directory with its own virtual environment, and its
+reports are kept.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -20,12 +24,19 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
+import httpx
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from ..conformance import PROFILES, Profile, conformance_app
-from ..store.url import DatabaseLocation, SqliteLocation, parse_database_url
+from ..store.url import (
+    DATABASE_ENV,
+    DatabaseLocation,
+    PostgresLocation,
+    SqliteLocation,
+    parse_database_url,
+)
 
 __all__ = ["KitError", "ProfileRun", "exit_status", "run_kit", "summarise"]
 
@@ -148,6 +159,62 @@ async def _serve_and_run(
             stop.set()  # the server stops whatever happened to the kit
 
 
+async def _serve_processes_and_run(
+    profile: str,
+    command_for: Callable[[str], list[str]],
+    tck_dir: Path,
+    database: str,
+    processes: int,
+) -> int:
+    """``hypercorn --workers N`` serving the conformance app on ``database``, then the kit."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, DATABASE_ENV: database, "A2A_TRIO_TCK_PROFILE": profile}
+    server_command = [
+        sys.executable,
+        *("-m", "hypercorn", "--worker-class", "trio", "--workers", str(processes)),
+        *("--graceful-timeout", "2", "-b", f"127.0.0.1:{port}", "a2a_trio.conformance:app"),
+    ]
+    server = await trio.lowlevel.open_process(
+        server_command, env=env, stdin=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        await _wait_for_card(url, server)
+        completed = await trio.run_process(
+            command_for(url), cwd=tck_dir, check=False, stdout=None, stderr=None
+        )
+        return completed.returncode
+    finally:
+        with trio.CancelScope(shield=True):
+            server.terminate()
+            with trio.move_on_after(20):
+                await server.wait()
+            if server.returncode is None:
+                server.kill()
+                await server.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def _wait_for_card(url: str, server: trio.Process) -> None:
+    async with httpx.AsyncClient(trust_env=False, timeout=1) as client:
+        with trio.fail_after(60):
+            while server.returncode is None:
+                try:
+                    answer = await client.get(url + "/.well-known/agent-card.json")
+                except httpx.TransportError:
+                    answer = None
+                if answer is not None and answer.status_code == 200:
+                    return
+                await trio.sleep(0.1)
+    raise KitError(f"the server exited with {server.returncode} before it served")
+
+
 def run_kit(
     tck_dir: Path,
     *,
@@ -157,13 +224,21 @@ def run_kit(
     reports_dir: Path,
     echo: Any = print,
     database: str | None = None,
+    processes: int = 1,
 ) -> list[ProfileRun]:
     """Run the kit once per profile; keep each run's reports under ``reports_dir``.
 
     Each profile is served on a fresh SQLite file, or on ``database`` (a path
-    or URL, ``--database``) when given.
+    or URL, ``--database``) when given. With ``processes`` above one, hypercorn
+    serves it from that many worker processes, which needs a PostgreSQL
+    ``database``.
     """
     location = parse_database_url(database, key="--database") if database else None
+    if processes > 1 and not isinstance(location, PostgresLocation):
+        raise KitError(
+            f"--processes {processes}: several processes need a PostgreSQL --database"
+            " (a SQLite file is served by one process)"
+        )
     check_kit(tck_dir)
     python = kit_python(tck_dir, echo)
     runs = []
@@ -191,9 +266,15 @@ def run_kit(
         echo(f"== a2a-tck against the conformance agent, profile {profile} ==")
         source = tck_dir / "reports"
         before = report_stamps(source)
-        with tempfile.TemporaryDirectory() as scratch:
-            served = location or SqliteLocation(Path(scratch) / "tck.db")
-            exit_code = trio.run(_serve_and_run, profile, command, tck_dir, served)
+        if processes > 1:
+            assert database is not None
+            exit_code = trio.run(
+                _serve_processes_and_run, profile, command, tck_dir, database, processes
+            )
+        else:
+            with tempfile.TemporaryDirectory() as scratch:
+                served = location or SqliteLocation(Path(scratch) / "tck.db")
+                exit_code = trio.run(_serve_and_run, profile, command, tck_dir, served)
         kept = reports_dir / profile
         keep_reports(source, before, kept)
         requirements = {}

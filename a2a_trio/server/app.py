@@ -27,6 +27,7 @@ from .asgi import JSON_CONTENT_TYPE, ClientGone, ProtocolRequest, ProtocolRespon
 from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
 from .cards import CardSource, ServedCard, card_response, import_object, resolve_card
+from .health import HEALTH_PATH, liveness, readiness
 from .mount import AgentMount, Authenticate
 
 __all__ = ["A2AApp", "LazyApp"]
@@ -125,6 +126,8 @@ class A2AApp(QuartTrio):
         #: while the lifespan runs.
         self._services: trio.Nursery | None = None
         self.before_serving(self._start_hosts)
+        self.add_url_rule(f"{HEALTH_PATH}/live", "a2a.health.live", self._live, methods=["GET"])
+        self.add_url_rule(f"{HEALTH_PATH}/ready", "a2a.health.ready", self._ready, methods=["GET"])
         self.register_error_handler(HTTPException, self._http_error)
 
     @property
@@ -357,6 +360,14 @@ class A2AApp(QuartTrio):
             return await handle_rest(request, mount, self.a2a_settings, rest_path)
         except ClientGone:
             return None
+
+    async def _live(self) -> Response:
+        status, body = liveness()
+        return Response(body, status, content_type=JSON_CONTENT_TYPE)
+
+    async def _ready(self) -> Response:
+        status, body = await readiness(self)
+        return Response(body, status, content_type=JSON_CONTENT_TYPE)
 
     # --- lifespan -------------------------------------------------------------------
 

@@ -51,6 +51,10 @@ class Store(ABC):
     async def aclose(self) -> None:
         """Disconnect and, when open exclusively, let the database go."""
 
+    @abstractmethod
+    async def check(self) -> None:
+        """Raise (with a message saying why) unless the database serves now at this schema."""
+
     @property
     def coordination(self) -> Coordination | None:
         """How the processes serving this database share it (None: one process only).

@@ -45,7 +45,7 @@ from .records import (
     read_task_page,
 )
 from .rounds import Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
-from .schema import migrate
+from .schema import SCHEMA_VERSION, migrate
 from .secrets import SecretBox, development_key
 
 __all__ = ["SqliteStore"]
@@ -100,6 +100,11 @@ class SqliteStore(Store):
 
     async def aclose(self) -> None:
         self.close()
+
+    async def check(self) -> None:
+        found = int(self.db.execute("PRAGMA user_version").fetchone()[0])
+        if found != SCHEMA_VERSION:
+            raise RuntimeError(f"schema version {found}; this a2a-trio uses {SCHEMA_VERSION}")
 
     def connect(self, *, exclusive: bool = False) -> SqliteStore:
         """:meth:`open`, synchronously (SQLite only): for tools, tests and :attr:`db`.

@@ -41,7 +41,7 @@ from .cluster import PostgresCoordination
 from .database import Connection, Database, PoolSettings
 from .keys import development_key
 from .recording import RefusedShare, insert_push_config, write_round
-from .schema import migrate
+from .schema import SCHEMA_VERSION, migrate, schema_version
 from .times import page_time, utc
 
 __all__ = ["PostgresStore"]
@@ -93,6 +93,11 @@ class PostgresStore(Store):
                     box = SecretBox(key)
                 self._db, self._box, self._resources = db, box, resources.pop_all()
                 self._coordination = PostgresCoordination(db, lease_seconds=self._lease_seconds)
+
+    async def check(self) -> None:
+        found = await self._run(schema_version)
+        if found != SCHEMA_VERSION:
+            raise RuntimeError(f"schema version {found}; this a2a-trio uses {SCHEMA_VERSION}")
 
     @property
     def coordination(self) -> PostgresCoordination | None:

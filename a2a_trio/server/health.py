@@ -1,0 +1,49 @@
+"""Liveness and readiness, for load balancers and orchestrators (docs/deployment.md).
+
+``GET /_a2a/health/live`` answers 200 while the process serves HTTP at all.
+``GET /_a2a/health/ready`` answers 200 when this process can take work: every
+agent's host runs, the database answers at this version's schema, and (with
+several processes on PostgreSQL) the wake-up connection listens; else 503
+with the check that failed. Both are public and say nothing of tasks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import trio
+
+if TYPE_CHECKING:
+    from .app import A2AApp
+
+__all__ = ["HEALTH_PATH", "liveness", "readiness"]
+
+HEALTH_PATH = "/_a2a/health"
+#: How long the database may take to answer the readiness check.
+CHECK_TIMEOUT = 2.0
+
+
+def liveness() -> tuple[int, str]:
+    return 200, json.dumps({"status": "alive"})
+
+
+async def readiness(app: A2AApp) -> tuple[int, str]:
+    """(status, JSON body) of the readiness check: each check "ok" or why not."""
+    checks: dict[str, str] = {}
+    stopped = [name for name, mount in app.mounts.items() if not mount.host.running]
+    checks["agents"] = f"not running: {', '.join(sorted(stopped))}" if stopped else "ok"
+    try:
+        with trio.fail_after(CHECK_TIMEOUT):
+            await app.store.check()
+    except trio.TooSlowError:
+        checks["database"] = f"no answer within {CHECK_TIMEOUT:g} s"
+    except Exception as error:
+        checks["database"] = str(error) or type(error).__name__
+    else:
+        checks["database"] = "ok"
+    if app.cluster is not None:
+        checks["listener"] = "ok" if app.cluster.listening else "not listening"
+    ready = all(outcome == "ok" for outcome in checks.values())
+    body = {"status": "ready" if ready else "not ready", "checks": checks}
+    return (200 if ready else 503), json.dumps(body)
