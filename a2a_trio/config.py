@@ -168,6 +168,8 @@ class AgentSettings(_Section):
     well_known: bool | None = None
     #: Serve protocol 0.3 clients too (docs/compatibility.md).
     compat_0_3: bool = True
+    #: ``queued``: executions run on ``a2a-trio worker`` processes (PostgreSQL).
+    execution: Literal["inline", "queued"] = "inline"
 
 
 class Settings(_Section):
@@ -322,6 +324,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
                 authenticators=authenticators,
                 guard=settings.guard,
                 compat_v0_3=agent.compat_0_3,
+                execution=agent.execution,
             )
         except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
             raise ConfigError(f"agents[{index}] ({agent.name}): {error}") from None

@@ -13,7 +13,8 @@ sees what ran where and when.
 ``ask``     INPUT_REQUIRED; any other follow-up completes with an artifact
 ``hold``    WORKING, then waits for good; notes the time it stopped when cancelled
 
-Webhooks to 127.0.0.1 are allowed, retried after 0.1 s.
+Webhooks to 127.0.0.1 are allowed, retried after 0.1 s. ``CLUSTER_EXECUTION=queued``
+mounts the agent queued: ``a2a-trio worker`` processes run its executions.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class ClusterExecutor(AgentExecutor):
             return
         match command:
             case "tick":
+                note(f"{context.task_id}.holder.{NAME}", "")
                 for n in range(int(rest or "3")):
                     await trio.sleep(0.05)
                     await updater.start_work(f"tick {n + 1}")
@@ -63,6 +65,7 @@ class ClusterExecutor(AgentExecutor):
             case "ask":
                 await updater.requires_input("And then?")
             case "hold":
+                note(f"{context.task_id}.holder.{NAME}", "")
                 try:
                     await trio.sleep_forever()
                 finally:
@@ -89,4 +92,9 @@ app = A2AApp(
     lease_seconds=float(os.environ.get("A2A_TRIO_LEASE_SECONDS", "10")),
     push_settings=PushSettings(allowed_hosts=("127.0.0.1",), backoff=0.1, max_wait=0.5),
 )
-app.mount("", card=make_card(), executor=ClusterExecutor())
+app.mount(
+    "",
+    card=make_card(),
+    executor=ClusterExecutor(),
+    execution="queued" if os.environ.get("CLUSTER_EXECUTION") == "queued" else "inline",
+)

@@ -151,6 +151,7 @@ COMMANDS = [
     "subscribe",
     "discover",
     "tck",
+    "worker",
 ]
 
 
@@ -1191,3 +1192,38 @@ def test_send_shows_progress_on_a_terminal(tmp_path: Path, agent: ServerProcess)
     assert process.returncode == 0
     assert b"\r| waiting for the agent" in written
     assert process.stdout.decode().strip().endswith("TASK_STATE_COMPLETED: spun")
+
+
+# --- worker --------------------------------------------------------------------------
+
+
+QUEUED_CONFIG = """
+[[agents]]
+name = "slow"
+executor = "a2a_trio.echo:EchoExecutor"
+card = "a2a_trio.echo:echo_card"
+execution = "queued"
+"""
+
+
+def test_a_worker_on_a_sqlite_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a2a.toml").write_text(QUEUED_CONFIG)
+    result = a2a("worker", cwd=tmp_path)
+    assert result.status == 1
+    assert result.err.strip().endswith(
+        "error: a queue worker needs a database several processes share (PostgreSQL);"
+        " a2a.db is not one"
+    )
+
+
+def test_a_worker_without_a_queued_agent_has_nothing_to_do(tmp_path: Path) -> None:
+    result = a2a("worker", cwd=tmp_path)
+    assert result.status == 1
+    assert "error: no agent is mounted with execution = 'queued': nothing to work on" in result.err
+
+
+def test_a_worker_for_an_agent_that_is_not_queued_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a2a.toml").write_text(QUEUED_CONFIG)
+    result = a2a("worker", "--agent", "echo", cwd=tmp_path)
+    assert result.status == 1
+    assert "error: 'echo' is not an agent mounted with execution = 'queued'" in result.err

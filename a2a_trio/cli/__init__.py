@@ -15,7 +15,7 @@ import click
 
 from ..conformance import PROFILES
 from ..store.url import DatabaseURLError
-from .commands import card, deliveries, make_executor, prune, serve
+from .commands import card, deliveries, make_executor, prune, serve, worker
 from .remote import cancel, discover, get, list_tasks, send, subscribe
 from .tck import LEVELS, TRANSPORTS, KitError, exit_status, run_kit, summarise
 
@@ -144,6 +144,7 @@ for _command in (
     card,
     prune,
     serve,
+    worker,
     deliveries,
     send,
     get,

@@ -336,6 +336,74 @@ def serve(bind: str, config_path: Path | None) -> None:
     click.echo("stopped")
 
 
+@click.command()
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    metavar="NAME",
+    help="A queued agent to work for (repeatable; default: every queued agent).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Executions run at once, per agent.",
+)
+@config_option
+def worker(agents: tuple[str, ...], concurrency: int, config_path: Path | None) -> None:
+    """Run the queued agents' executions (no HTTP) until SIGTERM or Ctrl+C.
+
+    The agents are those of the configuration with execution = "queued", on
+    a PostgreSQL database shared with the web processes (docs/deployment.md).
+    The first signal stops claiming work and lets running executions finish
+    within runtime.shutdown_grace; a second ends the grace at once.
+    """
+    try:
+        app = build_app(_settings(config_path))
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from None
+
+    async def work_until_signalled() -> str | None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+
+                async def watch() -> None:
+                    signalled = False
+                    async for _ in signals:
+                        app.begin_shutdown(now=signalled)
+                        signalled = True
+
+                finished = trio.Event()
+
+                async def work(*, task_status: trio.TaskStatus[None]) -> None:
+                    try:
+                        await app.work(
+                            list(agents) or None, concurrency=concurrency, task_status=task_status
+                        )
+                    finally:
+                        finished.set()
+
+                nursery.start_soon(watch)
+                try:
+                    await nursery.start(work)
+                except (ValueError, DatabaseUnavailable) as error:
+                    nursery.cancel_scope.cancel()
+                    return str(error)
+                queued = agents or [n for n, m in app.mounts.items() if m.host.queued]
+                click.echo(f"working for {', '.join(queued)} (concurrency {concurrency})")
+                await finished.wait()  # the shutdown is complete
+                nursery.cancel_scope.cancel()
+        return None
+
+    refusal = trio.run(work_until_signalled)
+    if refusal is not None:
+        click.echo(f"error: {refusal}", err=True)
+        raise SystemExit(1)
+    click.echo("stopped")
+
+
 @click.command(context_settings={"ignore_unknown_options": False})
 @click.argument("args", nargs=-1)
 @config_option

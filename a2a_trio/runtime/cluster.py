@@ -23,7 +23,7 @@ from typing import Protocol
 
 import trio
 
-from ..store.coordination import CANCELS, EVENTS, LEASES, Claim, Coordination, Signal
+from ..store.coordination import CANCELS, DONE, EVENTS, LEASES, QUEUE, Claim, Coordination, Signal
 
 __all__ = ["Cluster", "ClusterMember", "new_token"]
 
@@ -51,6 +51,12 @@ class ClusterMember(Protocol):
 
     def leases_lost(self) -> None:
         """This member was found dead: stop what it runs (others ended those tasks)."""
+
+    def work_arrived(self) -> None:
+        """A queued execution of the agent waits for a worker."""
+
+    def done_elsewhere(self, task_id: str, row: int) -> None:
+        """A queued execution of the agent is done."""
 
     async def adopt(self, task_id: str) -> None:
         """End (or finish) a task whose holder died, if this member can take its lease."""
@@ -191,6 +197,10 @@ class Cluster:
             member.task_moved(str(fields[1]), fields[2])
         elif signal.channel == CANCELS and len(fields) == 4 and fields[2] == self.member:
             member.cancel_here(str(fields[1]), str(fields[3]))
+        elif signal.channel == QUEUE:
+            member.work_arrived()
+        elif signal.channel == DONE and len(fields) == 3 and isinstance(fields[2], int):
+            member.done_elsewhere(str(fields[1]), fields[2])
 
     def _wake_everyone(self) -> None:
         waiters, self._lease_waiters = self._lease_waiters, {}
@@ -198,6 +208,7 @@ class Cluster:
             event.set()
         for member in self._members.values():
             member.catch_up_all()
+            member.work_arrived()
 
     # --- heartbeat and adoption -----------------------------------------------------------
 

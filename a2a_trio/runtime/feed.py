@@ -43,8 +43,8 @@ class TaskFeed:
         self._evicted_through = last_seq
         self._wakeup = trio.Event()
         self._wakeup_taken = False
-        #: Sequence of the latest event published while the task was final or
-        #: interrupted: a blocking SendMessage waits for one after it began.
+        #: Sequence of the latest streamed event published while the task was
+        #: final or interrupted: a blocking SendMessage waits for one after it began.
         self.settled_seq = last_seq if snapshot is not None and _settled(snapshot) else 0
 
     @property
@@ -107,7 +107,9 @@ class TaskFeed:
             self.current, self.current_seq = snapshot, seq
         self.snapshot = snapshot
         self.last_seq = seq
-        if _settled(snapshot):
+        # A message added to the history of a paused task settles nothing: a
+        # blocking SendMessage waits for the state its own execution reaches.
+        if response is not None and _settled(snapshot):
             self.settled_seq = seq
         if response is not None:
             if len(self._recent) >= self._window:

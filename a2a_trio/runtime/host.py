@@ -51,6 +51,7 @@ from .cluster import Cluster, new_token
 from .executions import ABANDONED, Entry, Execution, Executions, LiveTask, LiveTasks, RetryKey
 from .executor import AgentExecutor, Principal, RequestContext
 from .feed import FeedItem, TaskFeed
+from .queued import QueuedExecutions
 from .recorder import Recorder, _bound_config
 from .recorder import event_task_id as event_task_id
 from .retries import Retries
@@ -75,8 +76,12 @@ class AgentHost:
         push_notifications: bool = False,
         push: PushDispatcher | None = None,
         settings: HostSettings | None = None,
+        queued: bool = False,
     ) -> None:
         self.name = name
+        #: Executions run on worker processes (with several processes on the
+        #: database; otherwise, as on SQLite, here): see runtime.queued.
+        self.queued = queued
         self.executor = executor
         self.store = store
         self.streaming = streaming
@@ -87,6 +92,7 @@ class AgentHost:
         self._retries = Retries(name=name, store=store, settings=self.settings)
         #: This process's membership, when several serve the database (see attach).
         self.cluster: Cluster | None = None
+        self._queued = QueuedExecutions(self)
         self._nursery: trio.Nursery | None = None
         self._closing = False
         self._stop = trio.Event()
@@ -258,6 +264,34 @@ class AgentHost:
     def catch_up_all(self) -> None:
         for live in list(self._live.tasks.values()):
             self._catch_up_soon(live)
+        self._queued.check_all()
+
+    @property
+    def _runs_elsewhere(self) -> bool:
+        """Whether this agent's executions run on worker processes (queued, with a cluster)."""
+        return self.queued and self.cluster is not None
+
+    def work_arrived(self) -> None:
+        """A queued execution waits for a worker (this process may be one)."""
+        self._queued.work_arrived()
+
+    def done_elsewhere(self, task_id: str, row: int) -> None:
+        """A worker finished a queued execution (maybe one this process waits for)."""
+        self._queued.done_elsewhere(row)
+
+    async def serve_queue(
+        self,
+        concurrency: int = 16,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Be a worker for this queued agent: run its queued executions until closing."""
+        if self.cluster is None:
+            raise RuntimeError(
+                f"agent {self.name}: queued executions need a database several processes"
+                " share (PostgreSQL)"
+            )
+        await self._queued.serve(concurrency, task_status=task_status)
 
     def _catch_up_soon(self, live: LiveTask) -> None:
         if live.execution is not None or self._nursery is None:
@@ -269,19 +303,33 @@ class AgentHost:
         live.users += 1
         self._nursery.start_soon(self._catch_up, live)
 
+    async def read_back(self, live: LiveTask) -> None:
+        """Publish what the log holds of the task beyond its feed (another process wrote it).
+
+        The task is read first, then its events up to it: what is published
+        is consistent with the snapshot it comes with (events committed in
+        between are read in the next pass).
+        """
+        while True:
+            stored = await self.store.get_task(self.name, live.task_id, owner=None)
+            if stored is None:
+                return
+            events = await self.store.events_after(self.name, live.task_id, live.feed.last_seq)
+            items: list[FeedItem] = [
+                (e.seq, StreamResponse.model_validate_json(e.payload), e.payload)
+                for e in events
+                if e.seq <= stored.last_seq
+            ]
+            live.feed.catch_up(items, stored.task, stored.last_seq)
+            self._queued.settle(live)
+            if len(items) == len(events):
+                return
+
     async def _catch_up(self, live: LiveTask) -> None:
         try:
             while True:
                 live.catch_up_again = False
-                cursor = live.feed.last_seq
-                events = await self.store.events_after(self.name, live.task_id, cursor)
-                stored = await self.store.get_task(self.name, live.task_id, owner=None)
-                if stored is not None:
-                    items: list[FeedItem] = [
-                        (e.seq, StreamResponse.model_validate_json(e.payload), e.payload)
-                        for e in events
-                    ]
-                    live.feed.catch_up(items, stored.task, stored.last_seq)
+                await self.read_back(live)
                 if not live.catch_up_again:
                     return
         except Exception:  # a failing store: the next wake-up tries again
@@ -320,9 +368,13 @@ class AgentHost:
         for execution in list(self._executions.running):
             execution.cancel_scope.cancel()
 
-    def _spawn(self, fn: Callable[..., object], *args: object) -> None:
+    def _require_running(self) -> None:
         if self._nursery is None or self._closing:
             raise UnsupportedOperationError("The agent is shutting down; try again later")
+
+    def _spawn(self, fn: Callable[..., object], *args: object) -> None:
+        self._require_running()
+        assert self._nursery is not None
         self._nursery.start_soon(fn, *args)  # type: ignore[arg-type]
 
     def _spawn_anyway(self, fn: Callable[..., object], *args: object) -> None:
@@ -428,7 +480,11 @@ class AgentHost:
         )
         live = self._live.acquire(task_id, stored)
         try:
-            self._executions.start(live, execution)
+            if self._runs_elsewhere:
+                self._require_running()
+                await self._queued.enqueue(live, execution, stored)
+            else:
+                self._executions.start(live, execution)
         except BaseException:
             self._live.release(live)
             raise
@@ -448,7 +504,7 @@ class AgentHost:
         the execution to end; ``returnImmediately`` answers once the task exists.
         ``protocol`` is the version the caller speaks (see :meth:`create_push_config`).
         """
-        retry_key = self._retries.key(request, caller)
+        retry_key = None if self._runs_elsewhere else self._retries.key(request, caller)
         earlier = await self._retries.earlier(retry_key, request.message)
         if earlier is not None:
             answer = await self._answer_again(earlier.receipt, request, caller)
@@ -508,7 +564,7 @@ class AgentHost:
         any event, so bindings can answer them as plain errors.
         """
         self._require_streaming()
-        retry_key = self._retries.key(request, caller)
+        retry_key = None if self._runs_elsewhere else self._retries.key(request, caller)
         earlier = await self._retries.earlier(retry_key, request.message)
         if earlier is not None:
             stream = await self._stream_again(earlier.receipt, caller)

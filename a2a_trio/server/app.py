@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import trio
 from quart import Response, request
@@ -120,6 +120,8 @@ class A2AApp(QuartTrio):
         #: This process's membership when several serve the database (PostgreSQL).
         self.cluster: Cluster | None = None
         self._cluster_stopped = trio.Event()
+        #: Set by begin_shutdown: a queue worker (see work) stops.
+        self._stop_working = trio.Event()
         #: The WAL checkpointer's scope and end, once it runs.
         self._checkpoints: tuple[trio.CancelScope, trio.Event] | None = None
         #: The nursery of the hosts, the push worker and the WAL checkpointer,
@@ -163,6 +165,7 @@ class A2AApp(QuartTrio):
         guard: str | None = None,
         authenticate: Authenticate | None = None,
         compat_v0_3: bool = True,
+        execution: Literal["inline", "queued"] = "inline",
     ) -> AgentMount:
         """Serve an agent under ``prefix``.
 
@@ -185,7 +188,14 @@ class A2AApp(QuartTrio):
         JSON-RPC methods, its HTTP+JSON paths under ``{prefix}/rest/v1/``,
         and the card with its 0.3 keys at ``{prefix}/.well-known/agent.json``
         (docs/compatibility.md). False serves 1.0 only.
+
+        ``execution="queued"`` runs the agent's executions on ``a2a-trio
+        worker`` processes instead of the process a message reaches, when
+        several processes share the database (PostgreSQL); on SQLite it runs
+        them here, as ``"inline"`` does (docs/deployment.md, "Queue workers").
         """
+        if execution not in ("inline", "queued"):
+            raise ValueError(f"execution must be 'inline' or 'queued', not {execution!r}")
         name = name or "default"
         if not _NAME.match(name):
             raise ValueError(f"agent name {name!r} may only hold letters, digits, '-' and '_'")
@@ -224,6 +234,7 @@ class A2AApp(QuartTrio):
             push_notifications=bool(capabilities.push_notifications) and self.push_settings.enabled,
             push=self.push,
             settings=self.host_settings,
+            queued=execution == "queued",
         )
         mount = AgentMount(
             name=name,
@@ -448,6 +459,55 @@ class A2AApp(QuartTrio):
         finally:
             stopped.set()
 
+    async def work(
+        self,
+        agents: list[str] | None = None,
+        *,
+        concurrency: int = 16,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Be a queue worker, without HTTP: run the queued executions of ``agents``.
+
+        ``agents`` are names of agents mounted with ``execution="queued"``
+        (all of them when None); at most ``concurrency`` executions per agent
+        run at once. Returns after :meth:`begin_shutdown`, once the running
+        executions finished (within ``shutdown_grace``) and the process left
+        the cluster. Needs a database several processes share (PostgreSQL).
+        """
+        names = (
+            agents
+            if agents is not None
+            else [name for name, mount in self.mounts.items() if mount.host.queued]
+        )
+        for name in names:
+            mount = self.mounts.get(name)
+            if mount is None or not mount.host.queued:
+                raise ValueError(f"{name!r} is not an agent mounted with execution = 'queued'")
+        if not names:
+            raise ValueError("no agent is mounted with execution = 'queued': nothing to work on")
+        self._stop_working = trio.Event()
+        try:
+            await self.store.open(exclusive=True)
+            if self.store.coordination is None:
+                raise ValueError(
+                    "a queue worker needs a database several processes share (PostgreSQL);"
+                    f" {self.store.display} is not one"
+                )
+            async with trio.open_nursery() as self._services:
+                await self._start_hosts()
+                for name in names:
+                    await self._services.start(self.mounts[name].host.serve_queue, concurrency)
+                task_status.started()
+                await self._stop_working.wait()
+                await self._stop_hosts()
+                self._services.cancel_scope.cancel()
+        finally:
+            self._services = None
+            if self._owns_store and self._store is not None:
+                with trio.CancelScope(shield=True):
+                    await self._store.aclose()
+                self._store = None
+
     def begin_shutdown(self, *, now: bool = False) -> None:
         """Start the orderly shutdown; returns at once.
 
@@ -463,6 +523,7 @@ class A2AApp(QuartTrio):
         """
         for mount in self.mounts.values():
             mount.host.begin_close(now=now)
+        self._stop_working.set()
 
     async def _stop_hosts(self) -> None:
         async with trio.open_nursery() as nursery:

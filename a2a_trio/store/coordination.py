@@ -15,6 +15,10 @@ is served by one process and has none (``Store.coordination`` is None).
 - **Webhook lanes.** One member at a time delivers a lane (a task's
   webhook config), so its notifications go out in order; a dead member's
   lanes are claimed by the next member that finds them pending.
+- **Queued executions.** A queued agent's executions are rows that web
+  processes add and worker processes claim (``FOR UPDATE SKIP LOCKED``),
+  run under the task's lease and mark done. One a dead worker claimed but
+  had not started is queued again; one it was running ends with an error.
 - **Wake-ups.** Every recorded round says which tasks moved (``events``),
   every release which leases were let go (``leases``), and a cancel for a
   task another member runs is a request to that member (``cancels``). They
@@ -32,11 +36,15 @@ from dataclasses import dataclass
 __all__ = [
     "CANCELS",
     "CHANNELS",
+    "DONE",
     "EVENTS",
     "LEASES",
+    "QUEUE",
     "Claim",
     "Coordination",
     "Orphan",
+    "QueuedExecution",
+    "QueuedOutcome",
     "Signal",
     "WakeUps",
     "signal_payload",
@@ -48,7 +56,11 @@ EVENTS = "a2a_events"
 LEASES = "a2a_leases"
 #: A cancel for a task another member runs: [agent, task, holder, owner].
 CANCELS = "a2a_cancels"
-CHANNELS = (EVENTS, LEASES, CANCELS)
+#: An execution of a queued agent waits for a worker: [agent].
+QUEUE = "a2a_queue"
+#: A queued execution is done: [agent, task, id].
+DONE = "a2a_done"
+CHANNELS = (EVENTS, LEASES, CANCELS, QUEUE, DONE)
 
 #: PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more; a longer one
 #: (ids of a thousand escaped control characters) becomes "[]": wake everyone.
@@ -97,6 +109,29 @@ class Orphan:
 
     agent: str
     task_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedExecution:
+    """An execution of a queued agent, as a worker claimed it (``request``: JSON)."""
+
+    id: int
+    agent: str
+    task_id: str
+    request: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedOutcome:
+    """How a queued execution ended: its direct answer (a Message, JSON), or an error.
+
+    ``error`` is ``{"code": ..., "message": ...}`` of the protocol error its
+    client gets; both None when it made a task (the log has the rest).
+    """
+
+    done: bool
+    answer: str | None = None
+    error: dict[str, object] | None = None
 
 
 class WakeUps(ABC):
@@ -165,6 +200,32 @@ class Coordination(ABC):
     @abstractmethod
     async def release_lane(self, agent: str, task_id: str, config_id: str) -> None:
         """Stop delivering the lane: another member may claim it."""
+
+    @abstractmethod
+    async def enqueue(self, agent: str, task_id: str, request: str) -> int:
+        """Queue an execution of a queued agent (waking the workers); its id."""
+
+    @abstractmethod
+    async def claim_queued(self, agents: list[str], limit: int) -> list[QueuedExecution]:
+        """Take up to ``limit`` queued executions of these agents, oldest first."""
+
+    @abstractmethod
+    async def mark_running(self, execution_id: int) -> None:
+        """The claimed execution starts: from now on a dead worker's is not run again."""
+
+    @abstractmethod
+    async def finish_queued(
+        self,
+        execution: QueuedExecution,
+        *,
+        answer: str | None = None,
+        error: dict[str, object] | None = None,
+    ) -> None:
+        """Mark the execution done (waking the web process that waits for it)."""
+
+    @abstractmethod
+    async def queued_outcome(self, execution_id: int) -> QueuedOutcome:
+        """Whether the execution is done, and its answer or error."""
 
     @abstractmethod
     def wake_ups(self) -> AbstractAsyncContextManager[WakeUps]:

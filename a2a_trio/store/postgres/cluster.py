@@ -10,13 +10,26 @@ change is visible, and a rolled-back change sends none.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from ..coordination import CANCELS, CHANNELS, Claim, Coordination, Orphan, Signal, WakeUps
+from ..coordination import (
+    CANCELS,
+    CHANNELS,
+    DONE,
+    QUEUE,
+    Claim,
+    Coordination,
+    Orphan,
+    QueuedExecution,
+    QueuedOutcome,
+    Signal,
+    WakeUps,
+)
 from ..coordination import signal_payload as signal_payload
 from ..queries import UNFINISHED_STATES
 from .database import Connection, Database
@@ -168,16 +181,79 @@ class PostgresCoordination(Coordination):
                 " ORDER BY 1, 2",
                 (UNFINISHED_STATES, agents, agents),
             ).fetchall()
+            _recover_queued(conn)
             # Members dead for ten leases that hold nothing more are forgotten.
             conn.execute(
                 "DELETE FROM a2a_members m WHERE m.heartbeat_at"
                 " + 10 * m.lease_seconds * interval '1 second' < now()"
                 " AND NOT EXISTS (SELECT FROM task_leases l WHERE l.holder = m.id)"
                 " AND NOT EXISTS (SELECT FROM lane_leases l WHERE l.holder = m.id)"
+                " AND NOT EXISTS (SELECT FROM queued_executions q WHERE q.claimed_by = m.id"
+                " AND q.state IN ('claimed', 'running'))"
             )
             return [Orphan(agent, task_id) for agent, task_id in rows]
 
         return await self._db.run(find)
+
+    async def enqueue(self, agent: str, task_id: str, request: str) -> int:
+        def enqueue(conn: Connection) -> int:
+            row = conn.execute(
+                "INSERT INTO queued_executions (agent, task_id, request, created_at, updated_at)"
+                " VALUES (%s, %s, %s::json, now(), now()) RETURNING id",
+                (agent, task_id, request),
+            ).fetchone()
+            assert row is not None
+            conn.execute("SELECT pg_notify(%s, %s)", (QUEUE, signal_payload(agent)))
+            return int(row[0])
+
+        return await self._db.run(enqueue)
+
+    async def claim_queued(self, agents: list[str], limit: int) -> list[QueuedExecution]:
+        rows = await self._db.fetchall(
+            "UPDATE queued_executions SET state = 'claimed', claimed_by = %s, updated_at = now()"
+            " WHERE id IN (SELECT id FROM queued_executions WHERE state = 'queued'"
+            " AND agent = ANY(%s) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)"
+            " RETURNING id, agent, task_id, request::text",
+            (self.member, agents, limit),
+        )
+        claimed = [QueuedExecution(int(r[0]), r[1], r[2], r[3]) for r in rows]
+        return sorted(claimed, key=lambda execution: execution.id)
+
+    async def mark_running(self, execution_id: int) -> None:
+        await self._db.execute(
+            "UPDATE queued_executions SET state = 'running', updated_at = now() WHERE id = %s",
+            (execution_id,),
+        )
+
+    async def finish_queued(
+        self,
+        execution: QueuedExecution,
+        *,
+        answer: str | None = None,
+        error: dict[str, object] | None = None,
+    ) -> None:
+        def finish(conn: Connection) -> None:
+            conn.execute(
+                "UPDATE queued_executions SET state = 'done', answer = %s, error = %s::json,"
+                " updated_at = now() WHERE id = %s",
+                (answer, None if error is None else json.dumps(error), execution.id),
+            )
+            conn.execute(
+                "SELECT pg_notify(%s, %s)",
+                (DONE, signal_payload(execution.agent, execution.task_id, execution.id)),
+            )
+
+        await self._db.run(finish)
+
+    async def queued_outcome(self, execution_id: int) -> QueuedOutcome:
+        row = await self._db.fetchone(
+            "SELECT state, answer, error::text FROM queued_executions WHERE id = %s",
+            (execution_id,),
+        )
+        if row is None:
+            return QueuedOutcome(True, error={"code": -32603, "message": "The work was lost."})
+        state, answer, error = row
+        return QueuedOutcome(state == "done", answer, None if error is None else json.loads(error))
 
     async def claim_lane(self, agent: str, task_id: str, config_id: str) -> bool:
         claimed = await self._db.execute(
@@ -205,6 +281,34 @@ class PostgresCoordination(Coordination):
 
 #: Let every lease of a member go, waking their waiters.
 _RELEASE_ALL = _RELEASE.replace("token = ANY(%s)", "holder = %s")
+
+
+def _recover_queued(conn: Connection) -> None:
+    """Queued executions of dead workers: again to the queue if they had not started, else done.
+
+    One that had started may have done anything (called a model, sent a
+    mail): it is never run twice. Its task, if it made one, ends FAILED with
+    its lease; its web process hears that it is done.
+    """
+    dead = (
+        "claimed_by IN (SELECT m.id FROM a2a_members m WHERE NOT"
+        f" {LIVE}) OR claimed_by NOT IN (SELECT id FROM a2a_members)"
+    )
+    conn.execute(
+        "UPDATE queued_executions SET state = 'queued', claimed_by = NULL, updated_at = now()"
+        f" WHERE state = 'claimed' AND ({dead})"
+    )
+    stopped = json.dumps(
+        {"code": -32603, "message": "The worker running this message stopped before it ended."}
+    )
+    conn.execute(
+        "WITH ended AS (UPDATE queued_executions SET state = 'done', error = %s::json,"
+        f" updated_at = now() WHERE state = 'running' AND ({dead})"
+        " RETURNING json_build_array(agent, task_id, id)::text AS payload)"
+        " SELECT count(pg_notify(%s,"
+        " CASE WHEN octet_length(payload) < 7900 THEN payload ELSE '[]' END)) FROM ended",
+        (stopped, DONE),
+    )
 
 
 def _bury_local_dead(conn: Connection, me: str) -> None:

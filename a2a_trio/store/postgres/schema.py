@@ -185,6 +185,28 @@ _V2 = (
     )
     """,
     "CREATE INDEX lane_leases_by_holder ON lane_leases (holder)",
+    # Executions of queued agents, waiting for a worker (state queued), taken
+    # by one (claimed: nothing ran yet), running, then done with the direct
+    # answer or the error the web process hands its client.
+    """
+    CREATE TABLE queued_executions (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        agent text COLLATE "C" NOT NULL,
+        task_id text COLLATE "C" NOT NULL,
+        request json NOT NULL,
+        state text NOT NULL DEFAULT 'queued'
+            CHECK (state IN ('queued', 'claimed', 'running', 'done')),
+        claimed_by text COLLATE "C",
+        answer text,
+        error json,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+    )
+    """,
+    "CREATE INDEX queued_executions_waiting ON queued_executions (agent, id)"
+    " WHERE state = 'queued'",
+    "CREATE INDEX queued_executions_taken ON queued_executions (claimed_by)"
+    " WHERE state IN ('claimed', 'running')",
 )
 
 MIGRATIONS: list[tuple[str, ...]] = [_V1, _V2]

@@ -1,0 +1,244 @@
+"""Queued agents: web processes queue each execution, worker processes run them.
+
+An agent mounted with ``execution="queued"`` on a database several
+processes share does not run its executor where a message arrives. The web
+process writes the execution as a row (:meth:`QueuedExecutions.enqueue`) and
+waits for it as for one of its own: its task's events come through the
+wake-ups and the log, and the row says when it is done, with the direct
+answer or the error. ``a2a-trio worker`` processes claim the rows
+(:meth:`QueuedExecutions.serve`) and run them under the task's lease, as a
+web process runs an inline agent's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..protocol import (
+    PROTOCOL_VERSION,
+    InternalError,
+    Message,
+    SendMessageConfiguration,
+    TaskNotFoundError,
+    error_from_code,
+)
+from ..store import StoredTask
+from ..store.coordination import QueuedExecution
+from .executions import Execution, LiveTask
+from .executor import Principal, RequestContext
+
+if TYPE_CHECKING:
+    from .host import AgentHost
+
+__all__ = ["QueuedExecutions"]
+
+log = logging.getLogger("a2a_trio.runtime")
+
+#: How often a worker looks for work when no wake-up came (a lost one, say).
+POLL_SECONDS = 1.0
+
+
+class QueuedExecutions:
+    """One queued agent's executions: waited for (web processes) or run (workers)."""
+
+    def __init__(self, host: AgentHost) -> None:
+        self._host = host
+        #: Executions this process queued, by row id, until they are done.
+        self._waiting: dict[int, tuple[LiveTask, Execution]] = {}
+        self._work_arrived = trio.Event()
+
+    # --- web processes -------------------------------------------------------------
+
+    async def enqueue(
+        self, live: LiveTask, execution: Execution, stored: StoredTask | None
+    ) -> None:
+        """Queue the execution; it settles as the worker's events come back."""
+        host = self._host
+        assert host.cluster is not None
+        context = execution.context
+        assert context.message is not None
+        caller = context.caller
+        request = {
+            "message": context.message.to_json(),
+            "configuration": context.configuration.to_json() if context.configuration else None,
+            "metadata": dict(context.metadata),
+            "caller": {
+                "identifier": caller.identifier,
+                "scopes": sorted(caller.scopes),
+                "authenticated": caller.authenticated,
+                "claims": dict(caller.claims),
+            },
+            "extensions": sorted(context.requested_extensions),
+            "protocol": execution.protocol,
+            "continuing": stored is not None,
+        }
+        if stored is not None:
+            execution.start_seq = stored.last_seq
+            execution.start_snapshot = stored.task
+        row = await host.cluster.coordination.enqueue(
+            host.name, live.task_id, json.dumps(request, ensure_ascii=False)
+        )
+        live.users += 1  # held until the row is done
+        self._waiting[row] = (live, execution)
+        self.settle(live)
+
+    def settle(self, live: LiveTask) -> None:
+        """The task moved: answer the waiters whose execution has begun writing it."""
+        for row_live, execution in self._waiting.values():
+            if row_live is live and not execution.first.is_set():
+                feed = live.feed
+                begun = execution.continuing and feed.last_seq > execution.start_seq
+                if begun or (not execution.continuing and feed.snapshot is not None):
+                    execution.settle_first()
+
+    def done_elsewhere(self, row: int) -> None:
+        if row in self._waiting and self._host._nursery is not None:
+            self._host._nursery.start_soon(self._finish, row)
+
+    def check_all(self) -> None:
+        """Wake-ups may have been lost: look at every row still waited for."""
+        for row in list(self._waiting):
+            self.done_elsewhere(row)
+
+    async def _finish(self, row: int) -> None:
+        host = self._host
+        assert host.cluster is not None
+        entry = self._waiting.get(row)
+        if entry is None:
+            return
+        live, execution = entry
+        try:
+            outcome = await host.cluster.coordination.queued_outcome(row)
+            if not outcome.done:
+                return
+            del self._waiting[row]
+            # Its last events before its end: a stream must relay them first.
+            await host.read_back(live)
+            if outcome.answer is not None:
+                execution.answer = Message.model_validate_json(outcome.answer)
+            elif outcome.error is not None and not execution.first.is_set():
+                error = outcome.error
+                code = error.get("code")
+                execution.error = error_from_code(
+                    code if isinstance(code, int) else None, str(error.get("message") or "")
+                )
+        except Exception:
+            log.exception("agent %s: could not read queued execution %d", host.name, row)
+            if row in self._waiting:
+                return  # the next wake-up or look tries again
+            execution.error = execution.error or InternalError()
+        execution.settle_first()
+        execution.done.set()
+        live.feed.notify()
+        host._live.release(live)
+
+    # --- worker processes ----------------------------------------------------------
+
+    def work_arrived(self) -> None:
+        self._work_arrived.set()
+
+    async def serve(
+        self, concurrency: int, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Claim and run queued executions, at most ``concurrency`` at once, until closing."""
+        host = self._host
+        assert host.cluster is not None
+        coordination = host.cluster.coordination
+        running = 0
+        freed = trio.Event()
+
+        def one_done() -> None:
+            nonlocal running, freed
+            running -= 1
+            freed.set()
+            freed = trio.Event()
+
+        task_status.started()
+        while host.running:
+            self._work_arrived = trio.Event()
+            claimed: list[QueuedExecution] = []
+            if running < concurrency:
+                try:
+                    claimed = await coordination.claim_queued([host.name], concurrency - running)
+                except Exception as error:  # the database is away: look again later
+                    log.warning("agent %s: could not claim queued work: %s", host.name, error)
+            for work in claimed:
+                running += 1
+                host._spawn_anyway(self._run, work, one_done)
+            if claimed and running < concurrency:
+                continue  # there may be more
+            with trio.move_on_after(POLL_SECONDS):
+                if running < concurrency:
+                    await self._work_arrived.wait()
+                else:
+                    await freed.wait()
+
+    async def _run(self, work: QueuedExecution, done: Any) -> None:
+        host = self._host
+        assert host.cluster is not None
+        coordination = host.cluster.coordination
+        answer: str | None = None
+        error: dict[str, object] | None = None
+        try:
+            request = json.loads(work.request)
+            stored = None
+            if request["continuing"]:
+                stored = await host.store.get_task(host.name, work.task_id, owner=None)
+                if stored is None:
+                    raise TaskNotFoundError(f"Task {work.task_id} not found")
+            execution = Execution(
+                _context(work.task_id, request, stored),
+                continuing=stored is not None,
+                protocol=request.get("protocol") or PROTOCOL_VERSION,
+            )
+            await coordination.mark_running(work.id)
+            live = host._live.acquire(work.task_id, stored)
+            try:
+                host._executions.start(live, execution)
+                await execution.done.wait()
+            finally:
+                host._live.release(live)
+            if execution.answer is not None:
+                answer = execution.answer.to_json()
+            elif execution.error is not None:
+                error = {"code": execution.error.code, "message": execution.error.message}
+        except Exception as failure:
+            if not isinstance(failure, TaskNotFoundError):
+                log.exception("agent %s: queued execution %d failed", host.name, work.id)
+            code = getattr(failure, "code", InternalError.spec.jsonrpc_code)
+            error = {"code": code, "message": getattr(failure, "message", InternalError().message)}
+        finally:
+            with trio.CancelScope(shield=True):
+                try:
+                    await coordination.finish_queued(work, answer=answer, error=error)
+                except Exception:  # its web process learns it when this worker's lease ends
+                    log.exception("agent %s: could not finish queued execution", host.name)
+            done()
+
+
+def _context(task_id: str, request: dict[str, Any], stored: StoredTask | None) -> RequestContext:
+    """The execution's request context, as the web process that queued it built it."""
+    message = Message.model_validate_json(request["message"])
+    configuration = request.get("configuration")
+    caller = request["caller"]
+    return RequestContext(
+        task_id=task_id,
+        context_id=message.context_id or "",
+        message=message,
+        current_task=stored.task if stored else None,
+        caller=Principal(
+            identifier=caller["identifier"],
+            scopes=frozenset(caller["scopes"]),
+            authenticated=bool(caller["authenticated"]),
+            claims=caller.get("claims") or {},
+        ),
+        configuration=(
+            SendMessageConfiguration.model_validate_json(configuration) if configuration else None
+        ),
+        metadata=request.get("metadata") or {},
+        requested_extensions=frozenset(request.get("extensions") or ()),
+    )
