@@ -169,7 +169,7 @@ async def test_an_exception_in_the_asyncio_agent_ends_the_task_failed_with_the_r
 async def test_events_reach_the_stream_in_the_order_the_asyncio_agent_enqueued_them(
     tmp_path: Path,
 ) -> None:
-    n = 300  # more than the bridge's credits and the host's queue
+    n = 1000  # far more than the bridge's window and the host's queue
     async with live_server(tmp_path, lambda app: app.mount("", make_card(), CountingAgent())) as s:
         frames = await s.sse(
             "POST",

@@ -9,11 +9,11 @@ as they are. :class:`AsyncioBridge` is the trio executor that runs one:
   stopped with the host (:meth:`AsyncioBridge.lifespan`, which the host enters
   in its nursery); no thread outlives the host;
 - each execution (and each cancel) is one asyncio task on that loop;
-- the events it enqueues reach the host in order: each is handed to the trio
-  loop with ``TrioToken.run_sync_soon`` (FIFO, wakes trio at once, no polling)
-  and forwarded by the trio side of the execution; a window of credits
-  (:data:`CREDITS`) bounds how far the asyncio side may run ahead, so a full
-  host queue still slows the agent down;
+- the events it enqueues reach the host in order: they are handed to the trio
+  loop with ``TrioToken.run_sync_soon`` (FIFO, wakes trio at once, no polling;
+  one wake-up for a burst) and forwarded by the trio side of the execution; a
+  window of credits (:data:`CREDITS`) bounds how far the asyncio side may run
+  ahead, so a full host queue still slows the agent down;
 - a trio cancellation (CancelTask, shutdown) cancels the asyncio task at once
   and waits for it to finish; an exception in it ends the task FAILED.
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import collections
 import contextlib
 import math
 import threading
@@ -55,25 +56,87 @@ class AsyncioEventQueue:
     :data:`CREDITS` events are still in transit.
     """
 
-    def __init__(self, hand_off: Callable[[AgentEvent], None], credits: int = CREDITS) -> None:
-        self._hand_off = hand_off
-        self._credits = asyncio.Semaphore(credits)
+    def __init__(self, crossing: _Crossing) -> None:
+        self._crossing = crossing
         self._ended = False
 
     async def enqueue_event(self, event: AgentEvent) -> None:
         """Hand one event to the host; waits only while too many are in transit."""
         if self._ended:
             raise RuntimeError("the execution this queue served has ended")
-        await self._credits.acquire()
-        self._hand_off(event)
-
-    def _forwarded(self, count: int) -> None:
-        """The trio side passed ``count`` events on (called in the asyncio loop)."""
-        for _ in range(count):
-            self._credits.release()
+        await self._crossing.put(event)
 
     def _end(self) -> None:
         self._ended = True
+
+
+class _Crossing:
+    """One execution's events on their way from the asyncio thread to the trio side.
+
+    In order and without polling: the asyncio side appends to a deque and
+    schedules a trio callback (``TrioToken.run_sync_soon``) only when none is
+    pending, so a burst of events costs one wake-up of the trio loop; that
+    callback moves what is there into a memory channel, read by
+    :func:`_forward`. Backpressure is a window of :data:`CREDITS` events
+    handed over and not yet forwarded to the host; the trio side wakes the
+    asyncio side only when it waits for room.
+
+    Each counter is written by one side only; the GIL orders the rest, and
+    every check that could miss a write from the other thread is made again
+    after publishing what the other side reads.
+    """
+
+    def __init__(
+        self, token: trio.lowlevel.TrioToken, loop: asyncio.AbstractEventLoop, window: int
+    ) -> None:
+        self._token = token
+        self._loop = loop
+        self._window = window
+        self._items: collections.deque[AgentEvent | _Ended] = collections.deque()
+        self._scheduled = False
+        self.send, self.receive = trio.open_memory_channel[AgentEvent | _Ended](math.inf)
+        self._handed = 0  # written on the asyncio side
+        self._forwarded = 0  # written on the trio side
+        self._room: asyncio.Future[None] | None = None  # the asyncio side waits on it
+
+    # --- the asyncio side -----------------------------------------------------------
+
+    async def put(self, event: AgentEvent) -> None:
+        while self._handed - self._forwarded >= self._window:
+            room = self._room = self._loop.create_future()
+            try:
+                if self._handed - self._forwarded >= self._window:  # not freed meanwhile
+                    await room
+            finally:
+                self._room = None
+        self._handed += 1
+        self._push(event)
+
+    def finish(self, outcome: _Ended) -> None:
+        """The task's outcome, after its last event."""
+        self._push(outcome)
+
+    def _push(self, item: AgentEvent | _Ended) -> None:
+        self._items.append(item)
+        if not self._scheduled:
+            self._scheduled = True
+            self._token.run_sync_soon(self._flush)
+
+    # --- the trio side ----------------------------------------------------------------
+
+    def _flush(self) -> None:
+        self._scheduled = False  # before taking: what comes after is scheduled anew
+        while self._items:
+            item = self._items.popleft()
+            with contextlib.suppress(trio.BrokenResourceError):  # the trio side gave up
+                self.send.send_nowait(item)
+
+    def forwarded(self, count: int) -> None:
+        """``count`` more events were passed on to the host: room for as many."""
+        self._forwarded += count
+        room = self._room
+        if room is not None:
+            self._loop.call_soon_threadsafe(_settle, room)
 
 
 class AsyncioAgentExecutor(abc.ABC):
@@ -202,21 +265,14 @@ class AsyncioBridge(AgentExecutor):
     ) -> None:
         """Run ``run`` as an asyncio task and forward its events to ``queue`` in order."""
         loop = self._loop()
-        token = trio.lowlevel.current_trio_token()
-        send, receive = trio.open_memory_channel[AgentEvent | _Ended](math.inf)
-
-        def deliver(item: AgentEvent | _Ended) -> None:  # on the trio loop
-            with contextlib.suppress(trio.BrokenResourceError):  # the trio side gave up
-                send.send_nowait(item)
-
-        bridged = AsyncioEventQueue(lambda event: token.run_sync_soon(deliver, event))
+        crossing = _Crossing(trio.lowlevel.current_trio_token(), loop, CREDITS)
+        bridged = AsyncioEventQueue(crossing)
         task: list[asyncio.Task[None]] = []
 
         def ended(done: asyncio.Task[None]) -> None:  # on the asyncio loop
             bridged._end()
             cancelled = done.cancelled()
-            outcome = _Ended(None if cancelled else done.exception(), cancelled)
-            token.run_sync_soon(deliver, outcome)
+            crossing.finish(_Ended(None if cancelled else done.exception(), cancelled))
 
         def start() -> None:  # on the asyncio loop
             task.append(loop.create_task(run(bridged)))
@@ -226,16 +282,16 @@ class AsyncioBridge(AgentExecutor):
             if task:
                 task[0].cancel()
 
-        with receive:
+        with crossing.receive:
             loop.call_soon_threadsafe(start)
             try:
-                outcome = await _forward(receive, queue, loop, bridged)
+                outcome = await _forward(crossing, queue)
             except BaseException:
                 # Cancelled (CancelTask, shutdown) or the host refused an event:
                 # the asyncio task stops now, and is waited for.
                 loop.call_soon_threadsafe(stop)
                 with trio.CancelScope(shield=True):
-                    async for item in receive:
+                    async for item in crossing.receive:
                         if isinstance(item, _Ended):
                             break
                 raise
@@ -245,28 +301,23 @@ class AsyncioBridge(AgentExecutor):
             raise RuntimeError("the agent's asyncio task was cancelled from within asyncio")
 
 
-async def _forward(
-    receive: trio.MemoryReceiveChannel[AgentEvent | _Ended],
-    queue: EventQueue,
-    loop: asyncio.AbstractEventLoop,
-    bridged: AsyncioEventQueue,
-) -> _Ended:
+async def _forward(crossing: _Crossing, queue: EventQueue) -> _Ended:
     """Pass the events on to ``queue`` until the asyncio task's outcome arrives.
 
-    Credits go back once per batch (what arrived together), not per event.
+    Room is given back once per batch (what arrived together), not per event.
     """
     while True:
-        item = await receive.receive()
+        item = await crossing.receive.receive()
         forwarded = 0
         while not isinstance(item, _Ended):
             await queue.enqueue_event(item)
             forwarded += 1
             try:
-                item = receive.receive_nowait()
+                item = crossing.receive.receive_nowait()
             except trio.WouldBlock:
                 break
         if forwarded:
-            loop.call_soon_threadsafe(bridged._forwarded, forwarded)
+            crossing.forwarded(forwarded)
         if isinstance(item, _Ended):
             return item
 
