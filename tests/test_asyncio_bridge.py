@@ -268,3 +268,10 @@ async def test_the_bridge_lifespan_starts_and_joins_its_thread() -> None:
         assert thread.is_alive()
     assert not thread.is_alive()
     assert bridge_threads() == []
+
+
+def test_an_asyncio_executor_mounted_by_import_path_is_bridged(tmp_path: Path) -> None:
+    app = A2AApp(database=tmp_path / "a2a.db")
+    mount = app.mount("", make_card(), "tests.test_asyncio_bridge:FailingAgent")
+    assert isinstance(mount.host.executor, AsyncioBridge)
+    assert isinstance(mount.host.executor.agent, FailingAgent)
