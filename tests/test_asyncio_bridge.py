@@ -275,3 +275,14 @@ def test_an_asyncio_executor_mounted_by_import_path_is_bridged(tmp_path: Path) -
     mount = app.mount("", make_card(), "tests.test_asyncio_bridge:FailingAgent")
     assert isinstance(mount.host.executor, AsyncioBridge)
     assert isinstance(mount.host.executor.agent, FailingAgent)
+
+
+async def test_a_bridge_serves_one_host_at_a_time() -> None:
+    bridge = AsyncioBridge(HeldAgent())
+    async with bridge.lifespan():
+        with pytest.raises(RuntimeError, match="one host at a time"):
+            async with bridge.lifespan():
+                pass  # pragma: no cover
+    async with bridge.lifespan():  # and again once the first has ended
+        assert len(bridge_threads()) == 1
+    assert bridge_threads() == []

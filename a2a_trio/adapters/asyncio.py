@@ -192,6 +192,7 @@ class AsyncioBridge(AgentExecutor):
         self.agent = agent
         self._loop_factory = loop_factory
         self._running: _Loop | None = None
+        self._entered = False
 
     # --- the loop's lifetime ------------------------------------------------------
 
@@ -202,8 +203,9 @@ class AsyncioBridge(AgentExecutor):
         On exit, asyncio tasks still running there (ones the agent left behind)
         are cancelled, as ``asyncio.run`` does.
         """
-        if self._running is not None:
+        if self._entered:
             raise RuntimeError(f"{self!r} already runs for a host; one host at a time")
+        self._entered = True
         token = trio.lowlevel.current_trio_token()
         started, stopped = trio.Event(), trio.Event()
         failure: list[BaseException] = []
@@ -226,8 +228,8 @@ class AsyncioBridge(AgentExecutor):
 
         name = f"{THREAD_NAME} for {type(self.agent).__name__}"
         thread = threading.Thread(target=thread_main, name=name, daemon=True)
-        thread.start()
         try:
+            thread.start()
             with trio.CancelScope(shield=True):
                 await started.wait()
             if failure:
@@ -236,11 +238,14 @@ class AsyncioBridge(AgentExecutor):
         finally:
             running = self._running
             if running is not None and not stopped.is_set():
-                running.loop.call_soon_threadsafe(_settle, running.stop)
-            with trio.CancelScope(shield=True):
-                await stopped.wait()
-            thread.join()
+                with contextlib.suppress(RuntimeError):  # the loop has closed already
+                    running.loop.call_soon_threadsafe(_settle, running.stop)
+            if thread.ident is not None:  # it was started: wait for its end
+                with trio.CancelScope(shield=True):
+                    await stopped.wait()
+                thread.join()
             self._running = None
+            self._entered = False
 
     def _loop(self) -> asyncio.AbstractEventLoop:
         if self._running is None:
