@@ -9,6 +9,7 @@ app described by ``a2a.toml`` (or the bundled echo agent), built on first use.
 from __future__ import annotations
 
 from . import protocol
+from .adapters import AsyncioAgentExecutor, AsyncioBridge, AsyncioEventQueue
 from .client import A2AClient, answer_text, fetch_jwks, text_of
 from .protocol import (
     A2AError,
@@ -30,6 +31,7 @@ from .protocol.signing import CardKeys, CardSignatureError, CardSigner, verify_c
 from .runtime import (
     AgentExecutor,
     EventQueue,
+    EventSink,
     HostSettings,
     Principal,
     RequestContext,
@@ -63,6 +65,9 @@ __all__ = [
     "AgentSkill",
     "ApiKeyAuthenticator",
     "Artifact",
+    "AsyncioAgentExecutor",
+    "AsyncioBridge",
+    "AsyncioEventQueue",
     "AuthenticationFailed",
     "Authenticator",
     "BasicAuthenticator",
@@ -71,6 +76,7 @@ __all__ = [
     "CardSignatureError",
     "CardSigner",
     "EventQueue",
+    "EventSink",
     "HostSettings",
     "JWTAuthenticator",
     "Limits",

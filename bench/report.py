@@ -20,7 +20,11 @@ __all__ = ["RATIOS", "render_markdown", "wrk_summary"]
 RATIOS: tuple[tuple[str, str], ...] = (
     ("a2a-trio", "reference"),
     ("a2a-trio-pg", "reference-pg"),
+    ("a2a-trio-bridged", "a2a-trio"),
 )
+#: (bridged, native): the same agent through the asyncio bridge and on trio;
+#: their wrk cases also state the bridge's cost per request.
+BRIDGE = ("a2a-trio-bridged", "a2a-trio")
 
 Result = dict[str, Any]
 
@@ -188,9 +192,23 @@ def _wrk_details(case: Result, servers: Sequence[str], runs: int) -> list[str]:
                 f"{unit}; p50 {_num(subject['p50_ms'][0])} vs {_num(base['p50_ms'][0])} ms, "
                 f"p99 {_num(subject['p99_ms'][0])} vs {_num(base['p99_ms'][0])} ms."
             )
+    bridged, native = (summaries.get(name) for name in BRIDGE)
+    if bridged and native:
+        lines += ["", _bridge_cost(bridged, native)]
     if samples:
         lines += ["", *samples]
     return lines
+
+
+def _bridge_cost(bridged: Result, native: Result) -> str:
+    """The asyncio bridge's cost per request: server time (1 / req/s, on one pinned
+    core) and median latency, bridged minus native."""
+    per_request_us = (1 / bridged["rps"][0] - 1 / native["rps"][0]) * 1e6
+    p50_us = (bridged["p50_ms"][0] - native["p50_ms"][0]) * 1e3
+    return (
+        f"asyncio bridge cost per request: **{per_request_us:+,.0f} µs** of server time "
+        f"(1 / req/s, {BRIDGE[0]} minus {BRIDGE[1]}), {p50_us:+,.0f} µs at the median latency."
+    )
 
 
 def _mib(kib: float) -> str:

@@ -82,6 +82,12 @@ SERVERS: dict[str, ServerKind] = {
             description="a2a-trio A2AApp on hypercorn.trio, SQLite store",
         ),
         ServerKind(
+            "a2a-trio-bridged",
+            "bench.bridged_server",
+            description="a2a-trio as a2a-trio, the same agent written for asyncio: "
+            "every execution through the asyncio bridge",
+        ),
+        ServerKind(
             "reference",
             "bench.reference_server",
             description="a2a-sdk DefaultRequestHandler on uvicorn (uvloop, httptools), "

@@ -21,7 +21,9 @@ from a2a_trio import (
     A2AApp,
     AgentCapabilities,
     AgentCard,
+    AgentExecutor,
     AgentSkill,
+    AsyncioAgentExecutor,
     EventQueue,
     RequestContext,
     TaskUpdater,
@@ -83,13 +85,15 @@ def bench_card() -> AgentCard:
     )
 
 
-def build_app(database: str) -> A2AApp:
-    """The app: the bench agent at the root, webhooks to 127.0.0.1 allowed."""
+def build_app(
+    database: str, executor: AgentExecutor | AsyncioAgentExecutor | None = None
+) -> A2AApp:
+    """The app: the bench agent (``executor``) at the root, webhooks to 127.0.0.1 allowed."""
     app = A2AApp(
         database=database,
         push_settings=PushSettings(allowed_hosts=("127.0.0.1",)),
     )
-    app.mount("", bench_card(), BenchExecutor())
+    app.mount("", bench_card(), executor or BenchExecutor())
     return app
 
 
@@ -97,12 +101,12 @@ def is_postgres_url(database: str) -> bool:
     return database.split("://", 1)[0] in ("postgresql", "postgres") and "://" in database
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], executor: AgentExecutor | AsyncioAgentExecutor | None = None) -> None:
     if len(argv) != 2:
         raise SystemExit("usage: python -m bench.trio_server PORT (DB_PATH | postgresql://...)")
     port, database = int(argv[0]), argv[1]
     raise_nofile_limit()
-    app = build_app(database)
+    app = build_app(database, executor)
     store = type(app.store)
     if is_postgres_url(database) and "postgres" not in store.__module__.lower():
         # An a2a-trio without the PostgreSQL store would take the URL for a file name.

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import abc
+import contextlib
 import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -29,6 +31,7 @@ __all__ = [
     "AgentEvent",
     "AgentExecutor",
     "EventQueue",
+    "EventSink",
     "Principal",
     "RequestContext",
     "TaskUpdater",
@@ -83,6 +86,13 @@ class RequestContext:
         return separator.join(part.text for part in self.message.parts if part.text is not None)
 
 
+class EventSink(Protocol):
+    """Anything events are enqueued on: an :class:`EventQueue`, or the asyncio
+    bridge's queue (``a2a_trio.adapters.asyncio``). :class:`TaskUpdater` takes either."""
+
+    async def enqueue_event(self, event: AgentEvent) -> None: ...
+
+
 class EventQueue:
     """The executor's outbox, read in order by the host's recorder.
 
@@ -132,7 +142,15 @@ class AgentExecutor(abc.ABC):
     CancelTask (bounded by the host's ``cancel_grace``); then the task ends
     CANCELED either way and ``execute``'s scope is cancelled at once. An
     exception ends the task FAILED.
+
+    :meth:`lifespan` is what the executor holds while its host runs (an event
+    loop, a client, a pool): the host enters it before it takes work and
+    leaves it once every execution has ended.
     """
+
+    def lifespan(self) -> AbstractAsyncContextManager[object]:
+        """Entered by the host around its whole run; the default holds nothing."""
+        return contextlib.nullcontext()
 
     @abc.abstractmethod
     async def execute(self, context: RequestContext, queue: EventQueue) -> None:
@@ -185,7 +203,7 @@ class TaskUpdater:
         await updater.complete()
     """
 
-    def __init__(self, queue: EventQueue, task_id: str, context_id: str) -> None:
+    def __init__(self, queue: EventSink, task_id: str, context_id: str) -> None:
         self.queue = queue
         self.task_id = task_id
         self.context_id = context_id

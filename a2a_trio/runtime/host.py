@@ -153,7 +153,8 @@ class AgentHost:
             try:
                 async with trio.open_nursery() as recording:
                     recording.start_soon(self._recorder.run)
-                    async with trio.open_nursery() as nursery:
+                    # What the executor holds (an asyncio loop, say) outlives its executions.
+                    async with self.executor.lifespan(), trio.open_nursery() as nursery:
                         self._nursery = nursery
                         task_status.started()
                         await self._stop.wait()

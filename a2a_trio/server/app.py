@@ -14,6 +14,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from ..adapters.asyncio import AsyncioAgentExecutor, AsyncioBridge
 from ..protocol import AgentCard
 from ..protocol.signing import CardSigner, signed_payload
 from ..push import PushDispatcher, PushSettings
@@ -39,17 +40,21 @@ WELL_KNOWN_PATH = "/.well-known/agent-card.json"
 V0_3_CARD_PATH = "/.well-known/agent.json"
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
-ExecutorSource = AgentExecutor | type[AgentExecutor] | str
+ExecutorSource = (
+    AgentExecutor | type[AgentExecutor] | AsyncioAgentExecutor | type[AsyncioAgentExecutor] | str
+)
 
 
 def _resolve_executor(source: ExecutorSource) -> AgentExecutor:
     value: Any = import_object(source) if isinstance(source, str) else source
     if isinstance(value, type):
         value = value()
+    if isinstance(value, AsyncioAgentExecutor):  # served on an asyncio loop of its own
+        value = AsyncioBridge(value)
     if not isinstance(value, AgentExecutor):
         raise TypeError(
-            f"an executor must be an AgentExecutor (instance, class or import path), "
-            f"got {type(value).__name__}"
+            f"an executor must be an AgentExecutor or an AsyncioAgentExecutor "
+            f"(instance, class or import path), got {type(value).__name__}"
         )
     return value
 
