@@ -20,10 +20,11 @@ import httpx
 import pytest
 import trio
 
+from a2a_trio.store.postgres.listener import LISTENER_APPLICATION
 from a2a_trio.store.url import PostgresLocation
 
 from .conftest import user_message
-from .postgres import fresh_database, postgres_url, rows
+from .postgres import execute, fresh_database, postgres_url, rows
 from .servers import ServerProcess
 from .webhooks import Reply, webhook_receiver
 
@@ -222,6 +223,35 @@ async def test_a_cancel_on_one_process_stops_the_execution_on_another_at_once(
         delays.append(float(stopped_at) - answered)
     # The holder stops the execution before the canceller hears of the ending.
     assert statistics.median(delays) <= 0.05, delays
+
+
+async def test_a_subscriber_misses_nothing_when_its_process_loses_its_wake_ups(
+    cluster: Cluster,
+) -> None:
+    a, b, _ = cluster.processes
+    task = await start_task(a, "tick 10")
+    received: list[tuple[str | None, dict[str, Any]]] = []
+
+    async def subscribe() -> None:
+        received.extend(await frames(b, "SubscribeToTask", {"id": task["id"]}))
+
+    with trio.fail_after(20):  # without the catch-up, the stream would wait for good
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(subscribe)
+            await trio.sleep(0.1)
+            # Every listening connection of the cluster goes: each reconnects
+            # and reads its live tasks back from the log.
+            execute(
+                cluster.database,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s AND datname = current_database()",
+                LISTENER_APPLICATION,
+            )
+    states = [state_of(result) for _, result in received]
+    assert states[-1] == "TASK_STATE_COMPLETED"
+    ids = [int(event_id) for event_id, _ in received if event_id is not None]
+    logged = rows(cluster.database, "SELECT seq FROM task_events WHERE task_id = %s", task["id"])
+    assert ids[1:] == [seq for (seq,) in logged if seq > ids[0]], "nothing missed, nothing twice"
 
 
 # --- many messages to the same tasks, from every process ------------------------------------

@@ -201,15 +201,20 @@ class _Abandoned(Exception):
     """A worker whose caller was cancelled before it began: it does nothing."""
 
 
-def connect(location: PostgresLocation, settings: PoolSettings) -> Connection:
-    """Open one connection (blocking) with the pool's timeouts; errors never hold a password."""
+def connect(
+    location: PostgresLocation, settings: PoolSettings, *, application: str = "a2a-trio"
+) -> Connection:
+    """Open one connection (blocking) with the pool's timeouts; errors never hold a password.
+
+    ``application`` is its ``application_name`` (pg_stat_activity shows it).
+    """
     timeout_ms = int(settings.statement_timeout * 1000)
     try:
         conn: Connection = psycopg.connect(
             make_conninfo("", **location.conninfo_kwargs()),
             connect_timeout=max(1, round(settings.connect_timeout)),
             options=f"-c statement_timeout={timeout_ms}",
-            application_name="a2a-trio",
+            application_name=application,
         )
     except psycopg.Error as error:
         # libpq's message names host and port but never the password; ours adds the key.

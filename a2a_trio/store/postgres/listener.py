@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import psycopg
 import trio
@@ -13,6 +14,9 @@ from psycopg import sql
 from ..url import PostgresLocation
 from .database import Connection, PoolSettings, connect
 from .errors import ConnectionLost
+
+#: The application_name of a listening connection (pg_stat_activity shows it).
+LISTENER_APPLICATION = "a2a-trio wake-ups"
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,9 @@ class Listener:
         settings: PoolSettings | None = None,
     ) -> AsyncIterator[Listener]:
         settings = settings or PoolSettings()
-        conn = await trio.to_thread.run_sync(connect, location, settings)
+        conn = await trio.to_thread.run_sync(
+            partial(connect, location, settings, application=LISTENER_APPLICATION)
+        )
         try:
             conn.autocommit = True
             statements = [sql.SQL("LISTEN {}").format(sql.Identifier(c)) for c in channels]
