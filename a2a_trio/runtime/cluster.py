@@ -97,6 +97,7 @@ class Cluster:
                 self._scope = nursery.cancel_scope
                 await nursery.start(self._listen)
                 nursery.start_soon(self._heartbeats)
+                nursery.start_soon(self._adoptions)
                 nursery.start_soon(self._releases)
                 task_status.started()
         finally:
@@ -213,8 +214,9 @@ class Cluster:
     # --- heartbeat and adoption -----------------------------------------------------------
 
     async def _heartbeats(self) -> None:
+        # Apart from adoption, which may take a while: a late heartbeat costs
+        # the membership, and everything this process runs.
         beat = self.lease_seconds / 4
-        next_adoption = trio.current_time()
         while True:
             await trio.sleep(beat)
             try:
@@ -231,9 +233,11 @@ class Cluster:
                 )
                 for member in self._members.values():
                     member.leases_lost()
-            if trio.current_time() >= next_adoption:
-                next_adoption = trio.current_time() + self.lease_seconds / 2
-                await self._guarded(self.adopt_orphans)
+
+    async def _adoptions(self) -> None:
+        while True:
+            await trio.sleep(self.lease_seconds / 2)
+            await self._guarded(self.adopt_orphans)
 
     async def adopt_orphans(self) -> None:
         """End the unfinished tasks no live member holds (at start-up, then now and then)."""

@@ -1,0 +1,184 @@
+"""What processes serving one PostgreSQL database agree on, store by store.
+
+Each store below plays one process (a member); a member is made dead by
+setting its heartbeat in the past, as a crash leaves it once its lease ran
+out. The processes themselves are in tests/test_cluster.py and
+tests/test_queue_workers.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from a2a_trio.protocol import TaskState
+from a2a_trio.store.postgres import PostgresStore
+from a2a_trio.store.postgres.cluster import PostgresCoordination
+from a2a_trio.store.url import PostgresLocation
+
+from .postgres import execute, fresh_database, postgres_url, rows
+from .store_contract import make_task
+from .writes import AGENT, create
+
+
+@pytest.fixture
+async def database(postgres: PostgresLocation) -> AsyncIterator[PostgresLocation]:
+    with fresh_database(postgres) as location:
+        yield location
+
+
+@pytest.fixture
+async def stores(database: PostgresLocation) -> AsyncIterator[list[PostgresStore]]:
+    opened = [PostgresStore(database) for _ in range(2)]
+    for store in opened:
+        await store.open(exclusive=True)
+        assert store.coordination is not None
+        await store.coordination.join()
+    yield opened
+    for store in opened:
+        await store.aclose()
+
+
+def members(stores: list[PostgresStore]) -> list[PostgresCoordination]:
+    found = [store.coordination for store in stores]
+    assert all(found)
+    return found  # type: ignore[return-value]
+
+
+def die(database: PostgresLocation, member: PostgresCoordination) -> None:
+    execute(
+        postgres_url(database),
+        "UPDATE a2a_members SET heartbeat_at = '-infinity' WHERE id = %s",
+        member.member,
+    )
+
+
+# --- task leases ------------------------------------------------------------------------------
+
+
+async def test_a_task_lease_is_one_members_at_a_time(stores: list[PostgresStore]) -> None:
+    a, b = members(stores)
+    assert (await a.acquire(AGENT, "t", "a-1")).acquired
+    refused = await b.acquire(AGENT, "t", "b-1")
+    assert (refused.acquired, refused.holder) == (False, a.member)
+    await a.release(["a-1"])
+    assert (await b.acquire(AGENT, "t", "b-1")).acquired
+
+
+async def test_a_waiting_member_has_the_next_turn(stores: list[PostgresStore]) -> None:
+    a, b = members(stores)
+    assert (await a.acquire(AGENT, "t", "a-1")).acquired
+    assert not (await b.acquire(AGENT, "t", "b-1")).acquired  # b asks for the next turn
+    # a's next message waits: b's turn comes first ...
+    assert not (await a.acquire(AGENT, "t", "a-2")).acquired
+    # ... but a cancel neither waits for a turn nor takes one.
+    assert (await a.acquire(AGENT, "t", "a-cancel", queue=False)).acquired
+    await a.release(["a-cancel"])
+    assert (await b.acquire(AGENT, "t", "b-1")).acquired
+
+
+async def test_a_superseded_token_releases_nothing(stores: list[PostgresStore]) -> None:
+    a, b = members(stores)
+    assert (await a.acquire(AGENT, "t", "a-1")).acquired
+    assert (await a.acquire(AGENT, "t", "a-2")).acquired  # its next execution
+    await a.release(["a-1"])  # the first's release, late
+    assert not (await b.acquire(AGENT, "t", "b-1")).acquired
+
+
+async def test_a_dead_members_lease_is_taken_over(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    a, b = members(stores)
+    assert (await a.acquire(AGENT, "t", "a-1")).acquired
+    die(database, a)
+    claim = await b.acquire(AGENT, "t", "b-1")
+    assert (claim.acquired, claim.took_over) == (True, True)
+
+
+async def test_a_member_found_dead_gives_up_its_leases_at_its_next_heartbeat(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    a, b = members(stores)
+    assert (await a.acquire(AGENT, "t", "a-1")).acquired
+    assert await a.heartbeat()
+    die(database, a)
+    assert not await a.heartbeat()
+    assert await a.heartbeat()  # a member again, holding nothing
+    assert (await b.acquire(AGENT, "t", "b-1")).acquired
+
+
+# --- orphans ----------------------------------------------------------------------------------
+
+
+async def test_orphans_are_unfinished_tasks_without_a_live_holder(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    a, b = members(stores)
+    for task_id in ("held", "left", "done", "paused-by-dead"):
+        state = TaskState.COMPLETED if task_id == "done" else TaskState.WORKING
+        if task_id == "paused-by-dead":
+            state = TaskState.INPUT_REQUIRED
+        await create(stores[0], make_task(task_id, state=state))
+    assert (await a.acquire(AGENT, "held", "a-1")).acquired
+    assert (await b.acquire(AGENT, "paused-by-dead", "b-1")).acquired
+    die(database, b)
+    found = {orphan.task_id for orphan in await a.orphans([AGENT])}
+    # "left" has no lease; "paused-by-dead" is paused, but its lease is a dead one's.
+    assert found == {"left", "paused-by-dead"}
+    assert await a.orphans(["another-agent"]) == []
+
+
+# --- webhook lanes ----------------------------------------------------------------------------
+
+
+async def test_a_lane_is_delivered_by_one_member_until_it_dies(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    a, b = members(stores)
+    assert await a.claim_lane(AGENT, "t", "c")
+    assert await a.claim_lane(AGENT, "t", "c")  # still its own
+    assert not await b.claim_lane(AGENT, "t", "c")
+    die(database, a)
+    assert await b.claim_lane(AGENT, "t", "c")
+    await b.release_lane(AGENT, "t", "c")
+    assert await a.claim_lane(AGENT, "t", "c")
+
+
+# --- queued executions ----------------------------------------------------------------------
+
+
+async def test_a_queued_execution_is_claimed_once_and_done_with_its_answer(
+    stores: list[PostgresStore],
+) -> None:
+    a, b = members(stores)
+    first = await a.enqueue(AGENT, "t-1", json.dumps({"n": 1}))
+    second = await a.enqueue(AGENT, "t-2", json.dumps({"n": 2}))
+    claimed = await b.claim_queued([AGENT], 1)
+    assert [(c.id, c.task_id) for c in claimed] == [(first, "t-1")]
+    assert [c.id for c in await a.claim_queued([AGENT], 5)] == [second]
+    assert await b.claim_queued([AGENT], 5) == []
+    await b.mark_running(first)
+    assert not (await a.queued_outcome(first)).done
+    await b.finish_queued(claimed[0], answer='{"messageId": "m"}')
+    outcome = await a.queued_outcome(first)
+    assert (outcome.done, outcome.answer, outcome.error) == (True, '{"messageId": "m"}', None)
+
+
+async def test_a_dead_workers_unstarted_execution_is_queued_again_and_a_started_one_ends(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    a, b = members(stores)
+    unstarted = await a.enqueue(AGENT, "t-1", "{}")
+    started = await a.enqueue(AGENT, "t-2", "{}")
+    await b.claim_queued([AGENT], 2)
+    await b.mark_running(started)
+    die(database, b)
+    await a.orphans([AGENT])
+    assert [c.id for c in await a.claim_queued([AGENT], 5)] == [unstarted]
+    outcome = await a.queued_outcome(started)
+    assert outcome.done and outcome.error is not None
+    assert outcome.error["message"] == "The worker running this message stopped before it ended."
+    state = rows(postgres_url(database), "SELECT state FROM queued_executions ORDER BY id")
+    assert state == [("claimed",), ("done",)]
