@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from .console import ConsoleSettings, attach_console
 from .protocol.limits import DEPTH_CEILING, Limits
 from .protocol.operations import describe_validation_error
 from .protocol.signing import CardSigner, SigningAlgorithm
@@ -151,6 +152,21 @@ class SchemeSettings(_Section):
     identifier_claim: str = "sub"
 
 
+class ConsoleSection(_Section):
+    """The operator console, its live feed and ``/metrics`` (docs/console.md)."""
+
+    enabled: bool = True
+    path: str = "/_a2a"
+    #: The operators' bearer token. Unset: a random one, logged with the
+    #: console's URL at start, in development mode; no console in production.
+    token: str | None = None
+    metrics: bool = True
+    metrics_path: str = "/metrics"
+    metrics_token: str | None = None
+    backlog: int = Field(default=10_000, ge=0)
+    buffer: int = Field(default=1_000, ge=1)
+
+
 class AgentSettings(_Section):
     name: str = "default"
     prefix: str = ""
@@ -163,7 +179,8 @@ class AgentSettings(_Section):
 
 
 class Settings(_Section):
-    #: ``production`` refuses to start without ``storage.secret_key``.
+    #: ``production`` refuses to start without ``storage.secret_key``, and
+    #: serves no console without ``console.token``.
     mode: Literal["development", "production"] = "development"
     #: The security scheme whose identifier owns tasks (default: the first satisfied).
     guard: str | None = None
@@ -174,6 +191,7 @@ class Settings(_Section):
     server: ServerSection = Field(default_factory=ServerSection)
     push: PushSection = Field(default_factory=PushSection)
     signing: SigningSection | None = None
+    console: ConsoleSection = Field(default_factory=ConsoleSection)
     agents: list[AgentSettings] = Field(default_factory=list)
 
 
@@ -290,6 +308,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
         push_settings=PushSettings(**push),
         card_signer=_card_signer(settings.signing),
     )
+    attach_console(app, ConsoleSettings(**settings.console.model_dump()), mode=settings.mode)
     if not settings.agents:
         from .echo import EchoExecutor, echo_card
 

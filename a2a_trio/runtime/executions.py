@@ -28,6 +28,7 @@ from ..protocol import (
 )
 from ..protocol.tasks import add_to_history
 from ..store import Share, Store, StoredTask
+from ..store.observer import NO_OBSERVER, Observer
 from .executor import AgentEvent, AgentExecutor, EventQueue, RequestContext
 from .feed import TaskFeed
 from .settings import HostSettings
@@ -196,6 +197,8 @@ class Executions:
         self._stopping = stopping
         #: The executions running now (cancels excepted).
         self.running: set[Execution] = set()
+        #: Told when an execution starts and ends (the console, the metrics).
+        self.observer: Observer = NO_OBSERVER
 
     def start(self, live: LiveTask, execution: Execution) -> None:
         """Run ``execute`` in the host nursery; the execution holds its task until done.
@@ -212,11 +215,15 @@ class Executions:
         self._spawn(self._cancel, live, canceller)
 
     async def _run(self, live: LiveTask, execution: Execution) -> None:
+        owner = execution.context.caller.identifier
+        began = False
         try:
             async with held(live.lock):  # waits while an earlier message to the task runs
                 if execution.continuing and not await self._resume(live, execution):
                     return
                 live.execution = execution
+                began = True
+                self.observer.execution_started(self.name, live.task_id, owner)
                 await self._execute(live, execution)
         except Exception:
             log.exception("host failure while running task %s", live.task_id)
@@ -239,6 +246,9 @@ class Executions:
                 execution.settle_first()
             execution.done.set()
             self.running.discard(execution)
+            if began:
+                error = execution.error.message if execution.error else None
+                self.observer.execution_ended(self.name, live.task_id, owner, error)
             live.feed.notify()
             self._live.release(live)
 

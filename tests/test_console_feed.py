@@ -1,0 +1,147 @@
+"""The live feed: every committed event of every agent over WebSocket, filtered, resumable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket_url
+
+from a2a_trio.console import ConsoleSettings, FeedFilter, FeedHub
+
+from .conftest import user_message
+from .console_helpers import TOKEN, console_server, events_until, feed, feed_url
+
+
+def _ended(event: dict[str, object]) -> bool:
+    return event["kind"] == "execution.ended"
+
+
+async def test_feed_carries_every_event_of_a_task_in_order(tmp_path: Path) -> None:
+    async with console_server(tmp_path) as (server, _, _), feed(server) as ws:
+        reply = await server.jsonrpc("SendMessage", {"message": user_message("echo hello")})
+        task_id = reply["result"]["task"]["id"]
+        events = await events_until(ws, _ended)
+    kinds = [event["kind"] for event in events]
+    assert kinds[:2] == ["execution.started", "task.created"]
+    assert kinds.count("task.artifact") == 1
+    assert kinds[-1] == "execution.ended"
+    statuses = [e["state"] for e in events if e["kind"] == "task.status"]
+    assert statuses[-1] == "TASK_STATE_COMPLETED"
+    seqs = [event["seq"] for event in events]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    for event in events:
+        assert event["agent"] == "scripted"
+        assert event["task"] == task_id
+        assert event["owner"] == ""  # the anonymous caller
+        assert event["time"].endswith("Z")
+    created = events[1]
+    assert created["text"] == "echo hello"
+    artifact = next(e for e in events if e["kind"] == "task.artifact")
+    assert "hello" in artifact["text"]
+
+
+async def test_feed_filters_by_task_and_kind(tmp_path: Path) -> None:
+    async with console_server(tmp_path) as (server, _, _):
+        first = await server.jsonrpc("SendMessage", {"message": user_message("echo one")})
+        first_id = first["result"]["task"]["id"]
+        async with feed(server, "kind=task.status&state=completed") as ws:
+            second = await server.jsonrpc("SendMessage", {"message": user_message("echo two")})
+            second_id = second["result"]["task"]["id"]
+            [event] = await events_until(ws, lambda e: True)
+        assert event["kind"] == "task.status"
+        assert event["task"] == second_id != first_id
+        assert event["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_feed_resumes_after_a_sequence(tmp_path: Path) -> None:
+    async with console_server(tmp_path) as (server, console, _):
+        await server.jsonrpc("SendMessage", {"message": user_message("echo one")})
+        middle = console.hub.seq
+        await server.jsonrpc("SendMessage", {"message": user_message("echo two")})
+        last = console.hub.seq
+        async with feed(server, f"after={middle}&epoch={console.hub.epoch}") as ws:
+            events = await events_until(ws, lambda e: e["seq"] == last)
+    assert [e["seq"] for e in events] == list(range(middle + 1, last + 1))
+
+
+async def test_feed_resume_past_the_backlog_starts_with_a_gap(tmp_path: Path) -> None:
+    settings = ConsoleSettings(token=TOKEN, backlog=3)
+    async with console_server(tmp_path, settings=settings) as (server, console, _):
+        await server.jsonrpc("SendMessage", {"message": user_message("echo one")})
+        last = console.hub.seq
+        assert last > 4
+        async with feed(server, "after=1") as ws:
+            events = await events_until(ws, lambda e: e["seq"] == last)
+    gap = events[0]
+    assert gap["kind"] == "feed.gap"
+    assert gap["oldest"] == last - 2
+    assert [e["seq"] for e in events[1:]] == [last - 2, last - 1, last]
+
+
+async def test_feed_resume_from_another_process_starts_with_a_gap(tmp_path: Path) -> None:
+    async with console_server(tmp_path) as (server, console, _):
+        await server.jsonrpc("SendMessage", {"message": user_message("echo one")})
+        async with feed(server, "after=1&epoch=not-this-one") as ws:
+            events = await events_until(ws, lambda e: e["seq"] == console.hub.seq)
+    assert events[0]["kind"] == "feed.gap"
+    assert events[1]["seq"] == 1
+
+
+async def test_a_client_whose_buffer_overflows_is_dropped_with_a_close_reason(
+    tmp_path: Path,
+) -> None:
+    # One event of room: a round of several events overflows it at once.
+    settings = ConsoleSettings(token=TOKEN, buffer=1)
+    async with console_server(tmp_path, settings=settings) as (server, console, _):
+        async with feed(server) as ws:
+            await server.jsonrpc("SendMessage", {"message": user_message("echo hello")})
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    await ws.get_message()
+        assert closed.value.reason.code == 1013
+        assert closed.value.reason.reason.startswith("too slow: 1 events unsent; resume after")
+        assert console.hub.dropped == 1
+        assert not console.hub.subscribers
+        # The server goes on: the next message is answered.
+        reply = await server.jsonrpc("SendMessage", {"message": user_message("echo again")})
+        assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_the_feed_refuses_a_wrong_token(tmp_path: Path) -> None:
+    async with console_server(tmp_path) as (server, _, _):
+        with pytest.raises(ConnectionRejected) as rejected:
+            async with feed(server, token="wrong"):
+                pass
+        assert rejected.value.status_code == 401
+        with pytest.raises(ConnectionRejected):
+            async with open_websocket_url(feed_url(server)):
+                pass
+
+
+async def test_the_feed_takes_the_token_from_the_query_for_browsers(tmp_path: Path) -> None:
+    async with (
+        console_server(tmp_path) as (server, _, _),
+        open_websocket_url(feed_url(server, f"token={TOKEN}")) as ws,
+    ):
+        assert json.loads(await ws.get_message())["kind"] == "feed.hello"
+
+
+async def test_a_subscriber_that_is_full_is_dropped_and_later_events_skip_it() -> None:
+    hub = FeedHub(buffer=2)
+    slow = hub.subscribe(FeedFilter())
+    fast = hub.subscribe(FeedFilter(kinds=frozenset({"task"})))
+    for number in range(3):
+        hub.publish({"kind": "task.status", "agent": "a", "task": str(number), "state": None})
+        await fast.next()
+    assert slow.dropped == "too slow: 2 events unsent; resume after 0"
+    assert hub.subscribers == {fast}
+    with pytest.raises(trio.EndOfChannel):
+        await slow.next()
+
+
+def test_unknown_kinds_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown event kind nope"):
+        FeedFilter.parse({"kind": "task,nope"})
