@@ -151,6 +151,7 @@ COMMANDS = [
     "subscribe",
     "discover",
     "tck",
+    "watch",
 ]
 
 
