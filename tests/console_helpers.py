@@ -65,7 +65,8 @@ async def events_until(
     """Feed events up to and including the first for which ``done`` is true."""
     events: list[dict[str, Any]] = []
     while True:
-        event = json.loads(await ws.get_message())
-        events.append(event)
-        if done(event):
-            return events
+        for line in (await ws.get_message()).splitlines():  # a message holds 1+ events
+            event = json.loads(line)
+            events.append(event)
+            if done(event):
+                return events

@@ -78,6 +78,27 @@ def format_event(event: dict[str, Any], colour: bool) -> str:
     return line
 
 
+def _show(
+    event: dict[str, Any],
+    address: str,
+    colour: bool,
+    after: int | None,
+    epoch: str | None,
+    failures: int,
+) -> tuple[int | None, str | None, int]:
+    """Print one event (or note the hello); the resume position it leaves."""
+    kind = event.get("kind")
+    if kind == "feed.hello":
+        if epoch is None or epoch != event["epoch"]:
+            click.echo(f"-- watching {address.split('?')[0]}", err=True)
+        return after, event["epoch"], 0
+    if kind == "feed.gap":
+        epoch = event["epoch"]
+    click.echo(format_event(event, colour))
+    sys.stdout.flush()
+    return max(after or 0, int(event.get("seq") or 0)), epoch, failures
+
+
 async def _tail(
     url: str,
     token: str | None,
@@ -95,19 +116,10 @@ async def _tail(
         try:
             async with open_websocket_url(address, extra_headers=headers) as ws:
                 while True:
-                    event = json.loads(await ws.get_message())
-                    kind = event.get("kind")
-                    if kind == "feed.hello":
-                        if epoch is None or epoch != event["epoch"]:
-                            click.echo(f"-- watching {address.split('?')[0]}", err=True)
-                        epoch = event["epoch"]
-                        failures = 0
-                        continue
-                    if kind == "feed.gap":
-                        epoch = event["epoch"]
-                    click.echo(format_event(event, colour))
-                    sys.stdout.flush()
-                    after = max(after or 0, int(event.get("seq") or 0))
+                    for line in (await ws.get_message()).splitlines():
+                        after, epoch, failures = _show(
+                            json.loads(line), address, colour, after, epoch, failures
+                        )
         except ConnectionRejected as rejected:
             if rejected.status_code in (401, 403, 404):
                 meaning = {401: "the console token was refused", 404: "no feed there"}

@@ -65,23 +65,31 @@ class Subscriber:
             self._send.close()
             self._hub.unsubscribe(self)
 
-    async def next(self) -> str:
-        """The next event's JSON text; ``trio.EndOfChannel`` once dropped.
+    async def next(self, most: int = 1) -> list[str]:
+        """The next events' JSON texts (at least one, at most ``most``, oldest first).
 
-        A dropped subscriber gets nothing more of its buffer: the client
-        resumes from :attr:`sent_seq` instead.
+        Raises ``trio.EndOfChannel`` once dropped: a dropped subscriber gets
+        nothing more of its buffer; the client resumes from :attr:`sent_seq`
+        instead.
         """
         if self.dropped is not None:
             raise trio.EndOfChannel
-        if self.replay:
-            seq, text = self.replay.popleft()
+        taken: list[tuple[int, str]] = []
+        while self.replay and len(taken) < most:
+            taken.append(self.replay.popleft())
+        if taken:
             await trio.lowlevel.checkpoint()
         else:
-            seq, text = await self._receive.receive()
+            taken.append(await self._receive.receive())
+        while len(taken) < most:
+            try:
+                taken.append(self._receive.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
         if self.dropped is not None:
             raise trio.EndOfChannel
-        self.sent_seq = seq
-        return text
+        self.sent_seq = taken[-1][0]
+        return [text for _, text in taken]
 
     def close(self) -> None:
         self._send.close()

@@ -212,16 +212,18 @@
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const socket = new WebSocket(`${scheme}://${location.host}${base}/feed?${query}`);
     socket.onmessage = (message) => {
-      const event = JSON.parse(message.data);
-      if (event.kind === "feed.hello") {
-        epoch = event.epoch;
-        retry = 0;
-        $("feed-status").textContent = "feed: live";
-        $("feed-status").className = "status on";
-        return;
+      for (const line of message.data.split("\n")) {  // one event per line
+        const event = JSON.parse(line);
+        if (event.kind === "feed.hello") {
+          epoch = event.epoch;
+          retry = 0;
+          $("feed-status").textContent = "feed: live";
+          $("feed-status").className = "status on";
+          continue;
+        }
+        if (typeof event.seq === "number") lastSeq = Math.max(lastSeq || 0, event.seq);
+        pending.push(event);
       }
-      if (typeof event.seq === "number") lastSeq = Math.max(lastSeq || 0, event.seq);
-      pending.push(event);
     };
     socket.onclose = (close) => {
       $("feed-status").textContent = "feed: reconnecting" + (close.reason ? " (" + close.reason + ")" : "");
