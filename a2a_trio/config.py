@@ -160,6 +160,9 @@ class ConsoleSection(_Section):
     #: The operators' bearer token. Unset: a random one, logged with the
     #: console's URL at start, in development mode; no console in production.
     token: str | None = None
+    #: Or operators are the principals of this security scheme holding ``scope``.
+    scheme: str | None = None
+    scope: str | None = None
     metrics: bool = True
     metrics_path: str = "/metrics"
     metrics_token: str | None = None
@@ -308,7 +311,18 @@ def build_app(settings: Settings | None = None) -> A2AApp:
         push_settings=PushSettings(**push),
         card_signer=_card_signer(settings.signing),
     )
-    attach_console(app, ConsoleSettings(**settings.console.model_dump()), mode=settings.mode)
+    authenticators = {
+        name: _authenticator(name, scheme) for name, scheme in settings.security_schemes.items()
+    }
+    try:
+        attach_console(
+            app,
+            ConsoleSettings(**settings.console.model_dump()),
+            mode=settings.mode,
+            authenticators=authenticators,
+        )
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     if not settings.agents:
         from .echo import EchoExecutor, echo_card
 
@@ -316,9 +330,6 @@ def build_app(settings: Settings | None = None) -> A2AApp:
         return app
     if settings.guard is not None and settings.guard not in settings.security_schemes:
         raise ConfigError(f"guard: {settings.guard!r} is not one of security_schemes")
-    authenticators = {
-        name: _authenticator(name, scheme) for name, scheme in settings.security_schemes.items()
-    }
     for index, agent in enumerate(settings.agents):
         try:
             app.mount(

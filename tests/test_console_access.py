@@ -9,8 +9,8 @@ import pytest
 import trio
 from trio_websocket import ConnectionRejected
 
-from a2a_trio import A2AApp, BearerAuthenticator
-from a2a_trio.config import Settings, build_app
+from a2a_trio import A2AApp, BearerAuthenticator, Principal
+from a2a_trio.config import ConfigError, Settings, build_app
 from a2a_trio.console import ConsoleSettings, attach_console, console_of
 from a2a_trio.protocol import HTTPAuthSecurityScheme, SecurityScheme
 from a2a_trio.push import PushSettings
@@ -158,3 +158,59 @@ async def test_nothing_the_console_shows_holds_a_credential_or_webhook_secret(
     everything = "\n".join(seen)
     for secret in (*secrets, "url-secret-77", TOKEN):
         assert secret not in everything
+
+
+def _verify(token: str) -> Principal | None:
+    scopes = {"ops-token": frozenset({"a2a:operator"}), "caller-token": frozenset({"read"})}
+    if token not in scopes:
+        return None
+    return Principal(identifier=token.split("-")[0], scopes=scopes[token], authenticated=True)
+
+
+async def test_a_scheme_and_scope_named_in_settings_open_it_for_operators_only(
+    tmp_path: Path,
+) -> None:
+    scheme = SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="Bearer"))
+    authenticators = {"bearer": BearerAuthenticator(verify=_verify)}
+
+    def setup(app: A2AApp) -> None:
+        app.mount(
+            "",
+            card=secured_card({"bearer": scheme}, [{"bearer": []}]),
+            executor=ScriptedExecutor(),
+            authenticators=authenticators,
+        )
+        settings = ConsoleSettings(scheme="bearer", scope="a2a:operator")
+        attach_console(app, settings, mode="production", authenticators=authenticators)
+
+    async with live_server(tmp_path, setup) as server:
+        caller = {"Authorization": "Bearer caller-token"}
+        operator = {"Authorization": "Bearer ops-token"}
+        await server.jsonrpc("SendMessage", {"message": user_message("echo hi")}, headers=caller)
+        assert (await server.client.get("/_a2a/api/tasks", headers=caller)).status_code == 401
+        listed = await server.client.get("/_a2a/api/tasks", headers=operator)
+        assert [t["owner"] for t in listed.json()["tasks"]] == ["caller"]
+        async with feed(server, token="ops-token") as ws:
+            await server.jsonrpc(
+                "SendMessage", {"message": user_message("echo again")}, headers=caller
+            )
+            assert '"owner":"caller"' in await ws.get_message()
+        with pytest.raises(ConnectionRejected):
+            async with feed(server, token="caller-token"):
+                pass
+
+
+def test_a_console_scheme_must_exist_and_come_with_a_scope(tmp_path: Path) -> None:
+    base = {"storage": {"url": str(tmp_path / "a.db")}}
+    with pytest.raises(ConfigError, match=r"console\.scheme: 'nope' is not one of"):
+        build_app(Settings.model_validate({**base, "console": {"scheme": "nope", "scope": "x"}}))
+    with pytest.raises(ConfigError, match=r"console\.scope: required with console\.scheme"):
+        build_app(
+            Settings.model_validate(
+                {
+                    **base,
+                    "security_schemes": {"b": {"type": "bearer", "tokens": {"t": "u"}}},
+                    "console": {"scheme": "b"},
+                }
+            )
+        )

@@ -15,6 +15,7 @@ import logging
 import secrets
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, Literal
@@ -24,7 +25,8 @@ from quart import Response, request, websocket
 
 from ..protocol import A2AError, CancelTaskRequest, TaskState
 from ..runtime.executor import Principal
-from ..server import A2AApp
+from ..server import A2AApp, Authenticator
+from ..server.auth import AuthenticationFailed, RequestCredentials
 from ..store import Delivery, Notification, Share
 from ..store.observer import Observer
 from .events import FeedFilter
@@ -58,9 +60,14 @@ class ConsoleSettings:
     #: False: no console, no feed (``/metrics`` is governed by ``metrics``).
     enabled: bool = True
     path: str = "/_a2a"
-    #: The operators' bearer token; None: a random one in development mode,
-    #: no console in production mode.
+    #: The operators' bearer token; None (and no scheme): a random one in
+    #: development mode, no console in production mode.
     token: str | None = None
+    #: Or: a security scheme of the configuration (its credentials in the
+    #: ``Authorization`` header: bearer, jwt, basic) whose principals holding
+    #: ``scope`` are operators.
+    scheme: str | None = None
+    scope: str | None = None
     metrics: bool = True
     metrics_path: str = "/metrics"
     #: A bearer token for ``/metrics``; None: it is open.
@@ -123,9 +130,26 @@ class _Rate:
 class Console:
     """One app's console: its hub, its metrics and its routes."""
 
-    def __init__(self, app: A2AApp, settings: ConsoleSettings, *, mode: str) -> None:
+    def __init__(
+        self,
+        app: A2AApp,
+        settings: ConsoleSettings,
+        *,
+        mode: str,
+        authenticators: Mapping[str, Authenticator] | None = None,
+    ) -> None:
         self.app = app
         self.settings = settings
+        #: The security scheme whose principals with ``settings.scope`` are operators.
+        self.scheme: Authenticator | None = None
+        if settings.scheme is not None:
+            if settings.scope is None:
+                raise ValueError("console.scope: required with console.scheme")
+            if settings.scheme not in (authenticators or {}):
+                raise ValueError(
+                    f"console.scheme: {settings.scheme!r} is not one of the security schemes"
+                )
+            self.scheme = (authenticators or {})[settings.scheme]
         self.path = "/" + settings.path.strip("/") if settings.path.strip("/") else ""
         self.hub = FeedHub(backlog=settings.backlog, buffer=settings.buffer)
         self.metrics = Metrics() if settings.metrics else None
@@ -138,8 +162,9 @@ class Console:
         self.generated = False
         #: Where the app is served, for the URL logged at start (``a2a-trio serve`` sets it).
         self.base_url: str | None = app.a2a_settings.public_url
-        self.on = settings.enabled and (self.token is not None or mode == "development")
-        if self.on and self.token is None:
+        configured = self.token is not None or self.scheme is not None
+        self.on = settings.enabled and (configured or mode == "development")
+        if self.on and not configured:
             self.token = secrets.token_urlsafe(24)
             self.generated = True
 
@@ -203,7 +228,8 @@ class Console:
     def _announce(self) -> None:
         if not self.on:
             log.warning(
-                "console off: production mode and no [console] token set (see docs/console.md)"
+                "console off: production mode and no [console] token or scheme set "
+                "(see docs/console.md)"
             )
         elif self.generated:
             where = self.url() if self.base_url else self.url("http://<this server>")
@@ -211,15 +237,21 @@ class Console:
 
     # --- access -------------------------------------------------------------------------
 
-    @staticmethod
-    def _allowed(token: str | None, authorization: str | None) -> bool:
-        if token is None:
+    async def _is_operator(self, authorization: str | None) -> bool:
+        """The console's token, or a principal of its scheme holding its scope."""
+        if self.token is not None and _token_matches(self.token, authorization):
             return True
-        offered = _bearer(authorization)
-        return offered is not None and hmac.compare_digest(offered.encode(), token.encode())
+        if self.scheme is None or not authorization:
+            return False
+        credentials = RequestCredentials(headers={"authorization": authorization})
+        try:
+            principal = await self.scheme.authenticate(credentials)
+        except AuthenticationFailed:
+            return False
+        return principal is not None and self.settings.scope in principal.scopes
 
-    def _operator(self) -> bool:
-        return self._allowed(self.token, request.headers.get("Authorization"))
+    async def _operator(self) -> bool:
+        return await self._is_operator(request.headers.get("Authorization"))
 
     # --- pages ---------------------------------------------------------------------------
 
@@ -234,7 +266,8 @@ class Console:
 
     async def _metrics(self) -> Response:
         assert self.metrics is not None
-        if not self._allowed(self.settings.metrics_token, request.headers.get("Authorization")):
+        wanted = self.settings.metrics_token
+        if wanted is not None and not _token_matches(wanted, request.headers.get("Authorization")):
             return _unauthorized()
         body = await self.metrics.render(self.app, self.hub)
         return Response(body, content_type="text/plain; version=0.0.4; charset=utf-8")
@@ -246,7 +279,7 @@ class Console:
         authorization = websocket.headers.get("Authorization")
         if authorization is None and args.get("token"):  # browsers cannot set headers
             authorization = f"Bearer {args['token']}"
-        if not self._allowed(self.token, authorization):
+        if not await self._is_operator(authorization):
             return _unauthorized()
         try:
             wanted = FeedFilter.parse(args)
@@ -291,7 +324,7 @@ class Console:
     # --- JSON endpoints -----------------------------------------------------------------
 
     async def _agents(self) -> Response:
-        if not self._operator():
+        if not await self._operator():
             return _unauthorized()
         base = (self.base_url or request.host_url).rstrip("/")
         agents = [
@@ -306,7 +339,7 @@ class Console:
         return _json({"agents": agents})
 
     async def _tasks(self) -> Response:
-        if not self._operator():
+        if not await self._operator():
             return _unauthorized()
         args = request.args
         try:
@@ -339,7 +372,7 @@ class Console:
         )
 
     async def _task(self, agent: str, task_id: str) -> Response:
-        if not self._operator():
+        if not await self._operator():
             return _unauthorized()
         store = self.app.store
         stored = await store.get_task(agent, task_id, owner=None)
@@ -365,7 +398,7 @@ class Console:
         )
 
     async def _cancel(self, agent: str, task_id: str) -> Response:
-        if not self._operator():
+        if not await self._operator():
             return _unauthorized()
         mount = self.app.mounts.get(agent)
         stored = await self.app.store.get_task(agent, task_id, owner=None) if mount else None
@@ -380,7 +413,7 @@ class Console:
         return _json({"id": task_id, "state": task.status.state.value})
 
     async def _deliveries(self) -> Response:
-        if not self._operator():
+        if not await self._operator():
             return _unauthorized()
         args = request.args
         try:
@@ -406,7 +439,7 @@ class Console:
         )
 
     async def _redrive(self, outbox_id: int) -> Response:
-        if not self._operator():
+        if not await self._operator():
             return _unauthorized()
         if not await self.app.store.requeue_notification(outbox_id):
             return _error(404, "NOT_FOUND", f"no failed delivery {outbox_id}")
@@ -414,7 +447,7 @@ class Console:
         return _json({"id": outbox_id, "state": "pending"})
 
     async def _counters(self) -> Response:
-        if not self._operator():
+        if not await self._operator():
             return _unauthorized()
         outbox = await self.app.store.outbox_summary()
         oldest = outbox.oldest_pending
@@ -438,15 +471,20 @@ class Console:
 
 
 def attach_console(
-    app: A2AApp, settings: ConsoleSettings | None = None, *, mode: str = "development"
+    app: A2AApp,
+    settings: ConsoleSettings | None = None,
+    *,
+    mode: str = "development",
+    authenticators: Mapping[str, Authenticator] | None = None,
 ) -> Console:
     """Serve the console, its feed and ``/metrics`` on ``app`` (see :class:`ConsoleSettings`).
 
     ``mode`` is the configuration's: in ``development`` a console without a
     token gets a random one, logged with the console's URL at start; in
-    ``production`` it stays off. Call it before the app starts serving.
+    ``production`` it stays off. ``authenticators`` are the security schemes
+    a ``settings.scheme`` may name. Call it before the app starts serving.
     """
-    console = Console(app, settings or ConsoleSettings(), mode=mode)
+    console = Console(app, settings or ConsoleSettings(), mode=mode, authenticators=authenticators)
     console.attach()
     return console
 
@@ -455,6 +493,11 @@ def console_of(app: A2AApp) -> Console | None:
     """The console attached to ``app``, if any."""
     console = app.extensions.get(_EXTENSION)
     return console if isinstance(console, Console) else None
+
+
+def _token_matches(token: str, authorization: str | None) -> bool:
+    offered = _bearer(authorization)
+    return offered is not None and hmac.compare_digest(offered.encode(), token.encode())
 
 
 def _bearer(header: str | None) -> str | None:
