@@ -139,3 +139,72 @@ async def test_the_console_in_a_browser(tmp_path: Path) -> None:
     assert shot.stat().st_size > 10_000
     if os.environ.get("A2A_TRIO_UPDATE_SCREENSHOT"):
         shutil.copyfile(shot, DOCS / "console.png")
+
+
+def watch_storm(url: str, storm_started: trio.Event, seconds: float) -> dict[str, int]:
+    """Open the page, let the test start the storm, and read the page while it lasts."""
+    expect = playwright.expect
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(WAIT_MS)
+            page.goto(f"{url}/_a2a/console#token={TOKEN}")
+            expect(page.get_by_test_id("feed-status")).to_have_text("feed: live")
+            trio.from_thread.run_sync(storm_started.set)
+            rows = 0
+            deadline = trio.from_thread.run_sync(trio.current_time) + seconds
+            while trio.from_thread.run_sync(trio.current_time) < deadline:
+                # The page keeps answering scripts while the events pour in.
+                rows = max(rows, page.evaluate("document.querySelectorAll('#tasks tr').length"))
+            expect(page.get_by_test_id("feed-status")).to_have_text("feed: live")
+            page.wait_for_timeout(500)  # the last batch
+            shown = page.locator('#tasks tr[data-task="storm-last"]').count()
+            return {"rows": rows, "last_shown": shown}
+        finally:
+            browser.close()
+
+
+async def test_the_page_keeps_up_with_a_thousand_events_a_second(tmp_path: Path) -> None:
+    seconds = 3.0
+    async with console_server(tmp_path) as (server, console, _):
+        started = trio.Event()
+        published = 0
+
+        async def storm() -> None:
+            nonlocal published
+            await started.wait()
+            end = trio.current_time() + seconds
+            while trio.current_time() < end:
+                for _ in range(10):  # 10 events every 10 ms
+                    published += 1
+                    console.hub.publish(
+                        {
+                            "kind": "task.status",
+                            "agent": "scripted",
+                            "task": f"storm-{published % 2000}",
+                            "owner": "load",
+                            "state": "TASK_STATE_WORKING",
+                            "time": "2026-01-01T00:00:00.000Z",
+                        }
+                    )
+                await trio.sleep(0.01)
+            console.hub.publish(
+                {
+                    "kind": "task.status",
+                    "agent": "scripted",
+                    "task": "storm-last",
+                    "owner": "load",
+                    "state": "TASK_STATE_COMPLETED",
+                    "time": "2026-01-01T00:00:03.000Z",
+                }
+            )
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(storm)
+            with trio.fail_after(60):
+                seen = await trio.to_thread.run_sync(watch_storm, server.url, started, seconds)
+        assert console.hub.dropped == 0  # the page took every event
+    assert published >= 1000 * seconds * 0.5
+    assert seen["rows"] <= 200
+    assert seen["last_shown"] == 1

@@ -79,12 +79,20 @@ class ConsoleSettings:
 
 
 class _Fanout(Observer):
+    """Tells every observer, and keeps a failing one from reaching the recorder's loop."""
+
     def __init__(self, *observers: Observer) -> None:
         self._observers = observers
 
-    def committed(self, agent: str, share: Share, owner: str | None, seconds: float) -> None:
+    def _each(self, method: str, *args: Any) -> None:
         for observer in self._observers:
-            observer.committed(agent, share, owner, seconds)
+            try:
+                getattr(observer, method)(*args)
+            except Exception:
+                log.exception("console: %s.%s failed", type(observer).__name__, method)
+
+    def committed(self, agent: str, share: Share, owner: str | None, seconds: float) -> None:
+        self._each("committed", agent, share, owner, seconds)
 
     def attempted(
         self,
@@ -93,16 +101,13 @@ class _Fanout(Observer):
         status: int | None,
         error: str | None,
     ) -> None:
-        for observer in self._observers:
-            observer.attempted(notification, outcome, status, error)
+        self._each("attempted", notification, outcome, status, error)
 
     def execution_started(self, agent: str, task_id: str, owner: str) -> None:
-        for observer in self._observers:
-            observer.execution_started(agent, task_id, owner)
+        self._each("execution_started", agent, task_id, owner)
 
     def execution_ended(self, agent: str, task_id: str, owner: str, error: str | None) -> None:
-        for observer in self._observers:
-            observer.execution_ended(agent, task_id, owner, error)
+        self._each("execution_ended", agent, task_id, owner, error)
 
 
 class _Rate:
