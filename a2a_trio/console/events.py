@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..protocol import Task
+from ..protocol import Part, Task
 from ..store import Notification, Share
 
 __all__ = [
@@ -63,14 +63,28 @@ def text_of(parts: Iterable[Mapping[str, Any]] | None) -> str:
     return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 1] + "…"
 
 
-def _base(kind: str, agent: str, task: str, owner: str | None, state: str | None) -> Event:
+def _model_text(parts: Iterable[Part]) -> str:
+    """text_of for parts as models (no wire rendering on the recorder's path)."""
+    pieces = []
+    for part in parts:
+        if part.text is not None:
+            pieces.append(part.text)
+        else:
+            pieces.append("[file]" if part.data is None else "[data]")
+    text = " ".join(pieces)
+    return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 1] + "…"
+
+
+def _base(
+    kind: str, agent: str, task: str, owner: str | None, state: str | None, at: str | None = None
+) -> Event:
     return {
         "kind": kind,
         "agent": agent,
         "task": task,
         "owner": owner,
         "state": state,
-        "time": now(),
+        "time": at or now(),
     }
 
 
@@ -81,37 +95,33 @@ def _state(task: Task) -> str:
 def share_events(agent: str, share: Share, owner: str | None) -> list[Event]:
     """One event per event the share stored, in log order."""
     events: list[Event] = []
+    at = now()  # one commit, one time
     for write in share.events:
         state = _state(write.snapshot)
         if write.kind == "task":
-            event = _base("task.created", agent, share.task_id, owner, state)
+            event = _base("task.created", agent, share.task_id, owner, state, at)
             history = write.snapshot.history or []
-            event["text"] = text_of(_parts(history[0].to_wire())) if history else ""
+            event["text"] = _model_text(history[0].parts) if history else ""
             event["context"] = write.snapshot.context_id
         elif write.kind == "status":
-            event = _base("task.status", agent, share.task_id, owner, state)
+            event = _base("task.status", agent, share.task_id, owner, state, at)
             message = write.snapshot.status.message
-            event["text"] = text_of(_parts(message.to_wire())) if message else ""
+            event["text"] = _model_text(message.parts) if message else ""
         elif write.kind == "artifact":
-            event = _base("task.artifact", agent, share.task_id, owner, state)
+            event = _base("task.artifact", agent, share.task_id, owner, state, at)
             update = json.loads(write.payload).get("artifactUpdate", {})
             artifact = update.get("artifact", {})
             event["artifact"] = artifact.get("artifactId")
             event["name"] = artifact.get("name")
             event["text"] = text_of(artifact.get("parts"))
         else:
-            event = _base("task.message", agent, share.task_id, owner, state)
+            event = _base("task.message", agent, share.task_id, owner, state, at)
             message = json.loads(write.payload)
             event["role"] = message.get("role")
             event["text"] = text_of(message.get("parts"))
         event["eventSeq"] = write.seq
         events.append(event)
     return events
-
-
-def _parts(wire: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    parts = wire.get("parts")
-    return list(parts) if isinstance(parts, list) else []
 
 
 def attempt_events(

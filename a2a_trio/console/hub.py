@@ -35,6 +35,23 @@ __all__ = ["FeedHub", "Subscriber"]
 _OWNERS_KEPT = 10_000
 
 
+class _Entry:
+    """A numbered event; its JSON text is made the first time a subscriber needs it."""
+
+    __slots__ = ("_text", "event", "seq")
+
+    def __init__(self, seq: int, event: Event) -> None:
+        self.seq = seq
+        self.event = event
+        self._text: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = json.dumps(self.event, ensure_ascii=False, separators=(",", ":"))
+        return self._text
+
+
 class Subscriber:
     """One feed client: its filter, its bounded buffer, and why it was dropped."""
 
@@ -102,7 +119,7 @@ class FeedHub(Observer):
     def __init__(self, *, backlog: int = 10_000, buffer: int = 1_000) -> None:
         self.epoch = secrets.token_hex(8)
         self.seq = 0
-        self._backlog: deque[tuple[int, Event, str]] = deque(maxlen=backlog)
+        self._backlog: deque[_Entry] = deque(maxlen=backlog)
         self._buffer = buffer
         self.subscribers: set[Subscriber] = set()
         self._owners: OrderedDict[tuple[str, str], str] = OrderedDict()
@@ -155,13 +172,13 @@ class FeedHub(Observer):
         """Number the event, keep it in the backlog and offer it to every matching subscriber."""
         self.seq += 1
         event["seq"] = self.seq
-        text = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-        self._backlog.append((self.seq, event, text))
+        entry = _Entry(self.seq, event)
+        self._backlog.append(entry)
         for listener in self.listeners:
             listener(event)
         for subscriber in tuple(self.subscribers):
             if subscriber.filter.matches(event):
-                subscriber.offer(self.seq, text)
+                subscriber.offer(self.seq, entry.text)
 
     def subscribe(
         self, wanted: FeedFilter, *, after: int | None = None, epoch: str | None = None
@@ -174,7 +191,7 @@ class FeedHub(Observer):
         """
         subscriber = Subscriber(self, wanted, self._buffer)
         if after is not None:
-            oldest = self._backlog[0][0] if self._backlog else self.seq + 1
+            oldest = self._backlog[0].seq if self._backlog else self.seq + 1
             foreign = epoch is not None and epoch != self.epoch
             if foreign or after < oldest - 1:
                 gap: Event = {
@@ -190,9 +207,9 @@ class FeedHub(Observer):
                 }
                 subscriber.replay.append((oldest - 1, json.dumps(gap)))
                 after = 0
-            for seq, event, text in self._backlog:
-                if seq > after and wanted.matches(event):
-                    subscriber.replay.append((seq, text))
+            for entry in self._backlog:
+                if entry.seq > after and wanted.matches(entry.event):
+                    subscriber.replay.append((entry.seq, entry.text))
         self.subscribers.add(subscriber)
         return subscriber
 
