@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,28 @@ async def test_a_subscriber_that_is_full_is_dropped_and_later_events_skip_it() -
 def test_unknown_kinds_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown event kind nope"):
         FeedFilter.parse({"kind": "task,nope"})
+
+
+async def test_a_client_that_leaves_is_forgotten_without_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with console_server(tmp_path) as (server, console, _):
+        async with feed(server):
+            assert len(console.hub.subscribers) == 1
+        with trio.fail_after(5):
+            while console.hub.subscribers:  # noqa: ASYNC110 (the server notices the close)
+                await trio.sleep(0.01)
+        reply = await server.jsonrpc("SendMessage", {"message": user_message("echo after")})
+        assert "result" in reply
+    assert console.hub.dropped == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_the_servers_shutdown_closes_the_feed_at_once(tmp_path: Path) -> None:
+    async with console_server(tmp_path) as (server, console, _), feed(server) as ws:
+        server.app.begin_shutdown()
+        with trio.fail_after(5), pytest.raises(ConnectionClosed) as closed:
+            await ws.get_message()
+        assert closed.value.reason.code == 1001
+        assert closed.value.reason.reason == "the server is shutting down"
+        assert console.hub.dropped == 0  # not counted as a slow client

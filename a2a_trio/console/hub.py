@@ -73,14 +73,19 @@ class Subscriber:
         try:
             self._send.send_nowait((seq, text))
         except trio.WouldBlock:
-            self.drop(f"too slow: {self._buffer} events unsent; resume after {self.sent_seq}")
+            self.drop(
+                f"too slow: {self._buffer} events unsent; resume after {self.sent_seq}", slow=True
+            )
 
-    def drop(self, reason: str) -> None:
-        """Stop serving this subscriber; :meth:`next` raises once it is idle."""
+    def drop(self, reason: str, *, slow: bool = False) -> None:
+        """Stop serving this subscriber; :meth:`next` raises once it is idle.
+
+        ``slow``: it is dropped for falling behind (the hub counts those).
+        """
         if self.dropped is None:
             self.dropped = reason
             self._send.close()
-            self._hub.unsubscribe(self)
+            self._hub.unsubscribe(self, slow=slow)
 
     async def next(self, most: int = 1) -> list[str]:
         """The next events' JSON texts (at least one, at most ``most``, oldest first).
@@ -213,11 +218,10 @@ class FeedHub(Observer):
         self.subscribers.add(subscriber)
         return subscriber
 
-    def unsubscribe(self, subscriber: Subscriber) -> None:
+    def unsubscribe(self, subscriber: Subscriber, *, slow: bool = False) -> None:
         if subscriber in self.subscribers:
             self.subscribers.discard(subscriber)
-            if subscriber.dropped is not None:
-                self.dropped += 1
+            self.dropped += slow
 
     def hello(self) -> dict[str, Any]:
         """The first message of every connection: the epoch and the latest sequence."""

@@ -30,7 +30,7 @@ from ..server.auth import AuthenticationFailed, RequestCredentials
 from ..store import Delivery, Notification, Share
 from ..store.observer import Observer
 from .events import FeedFilter
-from .hub import FeedHub
+from .hub import FeedHub, Subscriber
 from .metrics import Metrics
 
 __all__ = ["Console", "ConsoleSettings", "attach_console", "console_of"]
@@ -50,6 +50,8 @@ MESSAGE_EVENTS = 256
 COALESCE = 0.05
 #: The close code of a dropped subscriber: "try again later" (RFC 6455 7.4.1 registry).
 CLOSE_TOO_SLOW = 1013
+#: The close code when the server shuts down: "going away".
+CLOSE_GOING_AWAY = 1001
 _MAX_PAGE = 500
 
 
@@ -297,6 +299,7 @@ class Console:
             await websocket.send(json.dumps(self.hub.hello()))
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._until_closed, nursery.cancel_scope)
+                nursery.start_soon(self._until_stopping, subscriber)
                 while True:
                     try:
                         texts = await subscriber.next(MESSAGE_EVENTS)
@@ -307,18 +310,24 @@ class Console:
                     with trio.move_on_after(SEND_TIMEOUT) as sending:
                         await websocket.send("\n".join(texts))
                     if sending.cancelled_caught:  # the connection is cut, not closed
-                        subscriber.drop("stopped reading")
+                        subscriber.drop("stopped reading", slow=True)
                         return None
                     # An idle feed sends each event at once; a busy one at most
                     # every COALESCE seconds, so readers cost the server little.
                     await trio.sleep(COALESCE)
                 reason = subscriber.dropped or "dropped"
+                code = CLOSE_GOING_AWAY if self.app.stopping.is_set() else CLOSE_TOO_SLOW
                 with trio.move_on_after(SEND_TIMEOUT):
-                    await websocket.close(CLOSE_TOO_SLOW, reason[:120])
+                    await websocket.close(code, reason[:120])
                 nursery.cancel_scope.cancel()
         finally:
             subscriber.close()
         return None
+
+    async def _until_stopping(self, subscriber: Subscriber) -> None:
+        # The server's shutdown ends the feed at once (clients resume elsewhere or later).
+        await self.app.stopping.wait()
+        subscriber.drop("the server is shutting down")
 
     @staticmethod
     async def _until_closed(scope: trio.CancelScope) -> None:

@@ -134,6 +134,9 @@ class A2AApp(QuartTrio):
         self.request_observer: RequestObserver | None = None
         #: Event streams (SSE) being relayed now.
         self.open_streams = 0
+        #: Set when the shutdown begins: long-lived connections of the app's
+        #: own (the console's feed) close then instead of holding it up.
+        self.stopping = trio.Event()
         self.before_serving(self._start_hosts)
         self.register_error_handler(HTTPException, self._http_error)
 
@@ -413,6 +416,7 @@ class A2AApp(QuartTrio):
                 self._store = None
 
     async def _start_hosts(self) -> None:
+        self.stopping = trio.Event()
         self._add_root_route()
         # Serving holds the database: a second server on it is refused here, as
         # are a bad path and a newer schema.
@@ -460,10 +464,12 @@ class A2AApp(QuartTrio):
         requests in flight have ended or been cut off. ``now`` ends the grace
         at once: running executions are cancelled and their tasks end FAILED.
         """
+        self.stopping.set()
         for mount in self.mounts.values():
             mount.host.begin_close(now=now)
 
     async def _stop_hosts(self) -> None:
+        self.stopping.set()
         async with trio.open_nursery() as nursery:
             for mount in self.mounts.values():
                 nursery.start_soon(mount.host.close)
