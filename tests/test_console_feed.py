@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket_url
 
 from a2a_trio.console import ConsoleSettings, FeedFilter, FeedHub
@@ -69,7 +70,7 @@ async def test_feed_resumes_after_a_sequence(tmp_path: Path) -> None:
 
 
 async def test_feed_resume_past_the_backlog_starts_with_a_gap(tmp_path: Path) -> None:
-    settings = ConsoleSettings(token=TOKEN, backlog=3)
+    settings = ConsoleSettings(token=TOKEN, backlog=3, buffer=3)
     async with console_server(tmp_path, settings=settings) as (server, console, _):
         await server.jsonrpc("SendMessage", {"message": user_message("echo one")})
         last = console.hub.seq
@@ -103,7 +104,7 @@ async def test_a_client_whose_buffer_overflows_is_dropped_with_a_close_reason(
                 while True:
                     await ws.get_message()
         assert closed.value.reason.code == 1013
-        assert closed.value.reason.reason.startswith("too slow: 1 events unsent; resume after")
+        assert closed.value.reason.reason.startswith("too slow: more than 1 events behind")
         assert console.hub.dropped == 1
         assert not console.hub.subscribers
         # The server goes on: the next message is answered.
@@ -130,17 +131,45 @@ async def test_the_feed_takes_the_token_from_the_query_for_browsers(tmp_path: Pa
         assert json.loads(await ws.get_message())["kind"] == "feed.hello"
 
 
-async def test_a_subscriber_that_is_full_is_dropped_and_later_events_skip_it() -> None:
+async def test_a_subscriber_too_far_behind_is_dropped_and_the_others_go_on() -> None:
     hub = FeedHub(buffer=2)
     slow = hub.subscribe(FeedFilter())
     fast = hub.subscribe(FeedFilter(kinds=frozenset({"task"})))
     for number in range(3):
         hub.publish({"kind": "task.status", "agent": "a", "task": str(number), "state": None})
-        await fast.next()
-    assert slow.dropped == "too slow: 2 events unsent; resume after 0"
-    assert hub.subscribers == {fast}
+        assert len(await fast.next()) == 1
     with pytest.raises(trio.EndOfChannel):
         await slow.next()
+    assert slow.dropped == "too slow: more than 2 events behind; resume after 0"
+    assert hub.subscribers == {fast} and hub.dropped == 1
+
+
+async def test_a_subscriber_takes_what_piled_up_in_one_go_and_only_what_it_wants() -> None:
+    hub = FeedHub()
+    mine = hub.subscribe(FeedFilter(tasks=frozenset({"t-2"})))
+    for _ in range(5):
+        for task in ("t-1", "t-2"):
+            hub.publish({"kind": "task.status", "agent": "a", "task": task, "state": None})
+    texts = await mine.next(most=3)
+    assert [json.loads(text)["seq"] for text in texts] == [2, 4, 6]
+    assert [json.loads(text)["seq"] for text in await mine.next(most=10)] == [8, 10]
+    assert mine.sent_seq == 10
+
+
+async def test_a_waiting_subscriber_wakes_at_the_next_event() -> None:
+    hub = FeedHub()
+    subscriber = hub.subscribe(FeedFilter())
+    got: list[str] = []
+    async with trio.open_nursery() as nursery:
+
+        async def wait() -> None:
+            got.extend(await subscriber.next())
+
+        nursery.start_soon(wait)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not got
+        hub.publish({"kind": "task.status", "agent": "a", "task": "t", "state": None})
+    assert json.loads(got[0])["seq"] == 1
 
 
 def test_unknown_kinds_are_refused() -> None:

@@ -1,12 +1,15 @@
-"""The feed hub: every committed event of every agent, numbered, fanned out to subscribers.
+"""The feed hub: every committed event of every agent, numbered, for every subscriber.
 
 The hub is the observer the recorder, the executions and the push worker
 call after each commit (:class:`~a2a_trio.store.observer.Observer`). It
 turns what they report into feed events, gives each the next feed-wide
-sequence number, keeps the last ``backlog`` events for subscribers who
-resume, and hands each event to every subscriber whose filter matches,
-without waiting: a subscriber's buffer is bounded, and one that is full is
-dropped (its connection closes with the reason) rather than slow anything.
+sequence number and keeps the last ``backlog`` events. Publishing costs the
+same however many subscribers there are (the TaskFeed idea): each
+subscriber keeps a cursor into the backlog and reads what its filter
+matches when its connection is ready for more; one wake-up serves them all.
+A subscriber that falls more than ``buffer`` events behind the feed is
+dropped (its connection closes with the reason) rather than slow anything;
+one whose client stops reading is cut off when a send times out.
 
 The sequence lives in memory: it starts at 1 with each process, and the
 ``epoch`` (a random id per hub) tells a resuming client whether its
@@ -17,6 +20,7 @@ was lost, then gives the whole backlog.
 
 from __future__ import annotations
 
+import itertools
 import json
 import secrets
 from collections import OrderedDict, deque
@@ -53,68 +57,69 @@ class _Entry:
 
 
 class Subscriber:
-    """One feed client: its filter, its bounded buffer, and why it was dropped."""
+    """One feed client: its filter, its place in the feed, and why it was dropped."""
 
-    def __init__(self, hub: FeedHub, wanted: FeedFilter, buffer: int) -> None:
+    def __init__(self, hub: FeedHub, wanted: FeedFilter, buffer: int, cursor: int) -> None:
         self.filter = wanted
         self._hub = hub
-        self._send, self._receive = trio.open_memory_channel[tuple[int, str]](buffer)
         self._buffer = buffer
-        #: The backlog a resume replays first, outside the bounded buffer.
-        self.replay: deque[tuple[int, str]] = deque()
+        #: The feed sequence up to which this subscriber has looked.
+        self.cursor = cursor
+        #: Where the feed stood when it subscribed: falling behind counts from there,
+        #: so a resume may replay the backlog at its own pace.
+        self._since = hub.seq
+        #: Messages it gets before the feed (a resume's gap).
+        self.pending: list[str] = []
         #: Why the hub let go of this subscriber (None while it is served).
         self.dropped: str | None = None
         #: The sequence of the last event handed to the client.
-        self.sent_seq = 0
+        self.sent_seq = cursor
 
-    def offer(self, seq: int, text: str) -> None:
-        if self.dropped is not None:
-            return
-        try:
-            self._send.send_nowait((seq, text))
-        except trio.WouldBlock:
-            self.drop(
-                f"too slow: {self._buffer} events unsent; resume after {self.sent_seq}", slow=True
-            )
+    @property
+    def behind(self) -> int:
+        """Events published since it subscribed that it has not looked at yet."""
+        return self._hub.seq - max(self.cursor, self._since)
 
     def drop(self, reason: str, *, slow: bool = False) -> None:
-        """Stop serving this subscriber; :meth:`next` raises once it is idle.
+        """Stop serving this subscriber; :meth:`next` raises from now on.
 
         ``slow``: it is dropped for falling behind (the hub counts those).
         """
         if self.dropped is None:
             self.dropped = reason
-            self._send.close()
             self._hub.unsubscribe(self, slow=slow)
+            self._hub.notify()  # a subscriber waiting for events hears of it
 
     async def next(self, most: int = 1) -> list[str]:
         """The next events' JSON texts (at least one, at most ``most``, oldest first).
 
-        Raises ``trio.EndOfChannel`` once dropped: a dropped subscriber gets
-        nothing more of its buffer; the client resumes from :attr:`sent_seq`
-        instead.
+        Waits for a matching event. Raises ``trio.EndOfChannel`` once dropped
+        (a subscriber more than ``buffer`` events behind is dropped here); the
+        client resumes from :attr:`sent_seq` instead.
         """
-        if self.dropped is not None:
-            raise trio.EndOfChannel
-        taken: list[tuple[int, str]] = []
-        while self.replay and len(taken) < most:
-            taken.append(self.replay.popleft())
-        if taken:
-            await trio.lowlevel.checkpoint()
-        else:
-            taken.append(await self._receive.receive())
-        while len(taken) < most:
-            try:
-                taken.append(self._receive.receive_nowait())
-            except (trio.WouldBlock, trio.EndOfChannel):
-                break
-        if self.dropped is not None:
-            raise trio.EndOfChannel
-        self.sent_seq = taken[-1][0]
-        return [text for _, text in taken]
+        while True:
+            if self.dropped is not None:
+                raise trio.EndOfChannel
+            if self.behind > self._buffer or self._hub.evicted(self.cursor):
+                self.drop(
+                    f"too slow: more than {self._buffer} events behind; "
+                    f"resume after {self.sent_seq}",
+                    slow=True,
+                )
+                raise trio.EndOfChannel
+            if self.pending:
+                texts, self.pending = self.pending[:most], self.pending[most:]
+                await trio.lowlevel.checkpoint()
+                return texts
+            wakeup = self._hub.wakeup  # taken before looking, so no publish is missed
+            entries, self.cursor = self._hub.after(self.cursor, self.filter, most)
+            if entries:
+                self.sent_seq = entries[-1].seq
+                await trio.lowlevel.checkpoint()
+                return [entry.text for entry in entries]
+            await wakeup.wait()
 
     def close(self) -> None:
-        self._send.close()
         self._hub.unsubscribe(self)
 
 
@@ -124,7 +129,10 @@ class FeedHub(Observer):
     def __init__(self, *, backlog: int = 10_000, buffer: int = 1_000) -> None:
         self.epoch = secrets.token_hex(8)
         self.seq = 0
-        self._backlog: deque[_Entry] = deque(maxlen=backlog)
+        # A subscriber may fall ``buffer`` events behind: the backlog holds them.
+        self._backlog: deque[_Entry] = deque(maxlen=max(backlog, buffer))
+        self._wakeup = trio.Event()
+        self._wakeup_taken = False
         self._buffer = buffer
         self.subscribers: set[Subscriber] = set()
         self._owners: OrderedDict[tuple[str, str], str] = OrderedDict()
@@ -174,47 +182,77 @@ class FeedHub(Observer):
     # --- fan-out ------------------------------------------------------------------------
 
     def publish(self, event: Event) -> None:
-        """Number the event, keep it in the backlog and offer it to every matching subscriber."""
+        """Number the event, keep it in the backlog and wake the subscribers waiting."""
         self.seq += 1
         event["seq"] = self.seq
-        entry = _Entry(self.seq, event)
-        self._backlog.append(entry)
+        self._backlog.append(_Entry(self.seq, event))
         for listener in self.listeners:
             listener(event)
-        for subscriber in tuple(self.subscribers):
-            if subscriber.filter.matches(event):
-                subscriber.offer(self.seq, entry.text)
+        self.notify()
+
+    @property
+    def wakeup(self) -> trio.Event:
+        """Set at the next publish (or :meth:`notify`); take it before looking."""
+        self._wakeup_taken = True
+        return self._wakeup
+
+    def notify(self) -> None:
+        if self._wakeup_taken:  # else no one waits on it: keep it
+            self._wakeup.set()
+            self._wakeup = trio.Event()
+            self._wakeup_taken = False
+
+    def evicted(self, cursor: int) -> bool:
+        """Whether events after ``cursor`` have left the backlog unread."""
+        return bool(self._backlog) and cursor < self._backlog[0].seq - 1
+
+    def after(self, cursor: int, wanted: FeedFilter, most: int) -> tuple[list[_Entry], int]:
+        """Up to ``most`` matching events above ``cursor``, and the cursor past what was read."""
+        if not self._backlog or cursor >= self.seq:
+            return [], max(cursor, 0)
+        oldest = self._backlog[0].seq
+        start = max(cursor - oldest + 1, 0)
+        taken: list[_Entry] = []
+        for entry in itertools.islice(self._backlog, start, None):
+            cursor = entry.seq
+            if wanted.matches(entry.event):
+                taken.append(entry)
+                if len(taken) == most:
+                    break
+        return taken, cursor
 
     def subscribe(
         self, wanted: FeedFilter, *, after: int | None = None, epoch: str | None = None
     ) -> Subscriber:
-        """A new subscriber; with ``after``, it first gets the backlog's events after it.
+        """A new subscriber of what comes next; with ``after``, of the backlog after it first.
 
         A resume the backlog cannot serve whole (``after`` is older than its
         oldest event, or ``epoch`` is another process's) starts with a
         ``feed.gap`` event, then everything the backlog holds.
         """
-        subscriber = Subscriber(self, wanted, self._buffer)
-        if after is not None:
+        if after is None:
+            subscriber = Subscriber(self, wanted, self._buffer, self.seq)
+        else:
             oldest = self._backlog[0].seq if self._backlog else self.seq + 1
             foreign = epoch is not None and epoch != self.epoch
-            if foreign or after < oldest - 1:
-                gap: Event = {
-                    "kind": "feed.gap",
-                    "epoch": self.epoch,
-                    "after": after,
-                    "oldest": oldest,
-                    "seq": oldest - 1,
-                    "time": now(),
-                    "reason": "another process (the server restarted)"
-                    if foreign
-                    else "older than the backlog",
-                }
-                subscriber.replay.append((oldest - 1, json.dumps(gap)))
-                after = 0
-            for entry in self._backlog:
-                if entry.seq > after and wanted.matches(entry.event):
-                    subscriber.replay.append((entry.seq, entry.text))
+            gap = foreign or after < oldest - 1
+            subscriber = Subscriber(self, wanted, self._buffer, oldest - 1 if gap else after)
+            if gap:
+                subscriber.pending.append(
+                    json.dumps(
+                        {
+                            "kind": "feed.gap",
+                            "epoch": self.epoch,
+                            "after": after,
+                            "oldest": oldest,
+                            "seq": oldest - 1,
+                            "time": now(),
+                            "reason": "another process (the server restarted)"
+                            if foreign
+                            else "older than the backlog",
+                        }
+                    )
+                )
         self.subscribers.add(subscriber)
         return subscriber
 

@@ -74,8 +74,8 @@ class ConsoleSettings:
     metrics_path: str = "/metrics"
     #: A bearer token for ``/metrics``; None: it is open.
     metrics_token: str | None = None
-    #: Feed events kept for resuming clients, and the events one client may
-    #: have unsent before it is dropped.
+    #: Feed events kept for resuming clients (at least ``buffer``), and how
+    #: many events a client may fall behind the feed before it is dropped.
     backlog: int = 10_000
     buffer: int = 1_000
 
