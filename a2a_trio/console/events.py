@@ -199,6 +199,11 @@ class FeedFilter:
             raise ValueError(f"unknown event kind {', '.join(unknown)}; known: {', '.join(KINDS)}")
         return cls(values("agent"), values("task"), states, kinds)
 
+    @property
+    def everything(self) -> bool:
+        """Whether this filter lets every event through."""
+        return not (self.agents or self.tasks or self.states or self.kinds)
+
     def matches(self, event: Mapping[str, Any]) -> bool:
         if self.agents and event["agent"] not in self.agents:
             return False

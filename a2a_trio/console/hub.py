@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import trio
+from pydantic_core import to_json
 
 from ..store import Notification, Share
 from ..store.observer import Observer
@@ -52,7 +53,7 @@ class _Entry:
     @property
     def text(self) -> str:
         if self._text is None:
-            self._text = json.dumps(self.event, ensure_ascii=False, separators=(",", ":"))
+            self._text = to_json(self.event).decode()  # compact, UTF-8, 5x json.dumps' speed
         return self._text
 
 
@@ -212,7 +213,10 @@ class FeedHub(Observer):
             return [], max(cursor, 0)
         oldest = self._backlog[0].seq
         start = max(cursor - oldest + 1, 0)
-        taken: list[_Entry] = []
+        if wanted.everything:
+            taken = list(itertools.islice(self._backlog, start, start + most))
+            return taken, taken[-1].seq if taken else cursor
+        taken = []
         for entry in itertools.islice(self._backlog, start, None):
             cursor = entry.seq
             if wanted.matches(entry.event):

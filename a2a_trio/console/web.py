@@ -47,7 +47,7 @@ SEND_TIMEOUT = 10.0
 #: Events one WebSocket message may carry (one JSON object per line).
 MESSAGE_EVENTS = 256
 #: The least time between two messages to one feed client, in seconds.
-COALESCE = 0.05
+COALESCE = 0.1
 #: The close code of a dropped subscriber: "try again later" (RFC 6455 7.4.1 registry).
 CLOSE_TOO_SLOW = 1013
 #: The close code when the server shuts down: "going away".
@@ -313,8 +313,10 @@ class Console:
                         subscriber.drop("stopped reading", slow=True)
                         return None
                     # An idle feed sends each event at once; a busy one at most
-                    # every COALESCE seconds, so readers cost the server little.
-                    await trio.sleep(COALESCE)
+                    # every COALESCE seconds, so readers cost the server little
+                    # (a full message goes on at once: the client keeps up).
+                    if len(texts) < MESSAGE_EVENTS:
+                        await trio.sleep(COALESCE)
                 reason = subscriber.dropped or "dropped"
                 code = CLOSE_GOING_AWAY if self.app.stopping.is_set() else CLOSE_TOO_SLOW
                 with trio.move_on_after(SEND_TIMEOUT):
