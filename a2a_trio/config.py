@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from .console import ConsoleSettings, attach_console
 from .protocol.limits import DEPTH_CEILING, Limits
 from .protocol.operations import describe_validation_error
 from .protocol.signing import CardSigner, SigningAlgorithm
@@ -159,6 +160,24 @@ class SchemeSettings(_Section):
     identifier_claim: str = "sub"
 
 
+class ConsoleSection(_Section):
+    """The operator console, its live feed and ``/metrics`` (docs/console.md)."""
+
+    enabled: bool = True
+    path: str = "/_a2a"
+    #: The operators' bearer token. Unset: a random one, logged with the
+    #: console's URL at start, in development mode; no console in production.
+    token: str | None = None
+    #: Or operators are the principals of this security scheme holding ``scope``.
+    scheme: str | None = None
+    scope: str | None = None
+    metrics: bool = True
+    metrics_path: str = "/metrics"
+    metrics_token: str | None = None
+    backlog: int = Field(default=10_000, ge=0)
+    buffer: int = Field(default=1_000, ge=1)
+
+
 class AgentSettings(_Section):
     name: str = "default"
     prefix: str = ""
@@ -173,7 +192,8 @@ class AgentSettings(_Section):
 
 
 class Settings(_Section):
-    #: ``production`` refuses to start without ``storage.secret_key``.
+    #: ``production`` refuses to start without ``storage.secret_key``, and
+    #: serves no console without ``console.token``.
     mode: Literal["development", "production"] = "development"
     #: The security scheme whose identifier owns tasks (default: the first satisfied).
     guard: str | None = None
@@ -185,6 +205,7 @@ class Settings(_Section):
     server: ServerSection = Field(default_factory=ServerSection)
     push: PushSection = Field(default_factory=PushSection)
     signing: SigningSection | None = None
+    console: ConsoleSection = Field(default_factory=ConsoleSection)
     agents: list[AgentSettings] = Field(default_factory=list)
 
 
@@ -302,6 +323,18 @@ def build_app(settings: Settings | None = None) -> A2AApp:
         push_settings=PushSettings(**push),
         card_signer=_card_signer(settings.signing),
     )
+    authenticators = {
+        name: _authenticator(name, scheme) for name, scheme in settings.security_schemes.items()
+    }
+    try:
+        attach_console(
+            app,
+            ConsoleSettings(**settings.console.model_dump()),
+            mode=settings.mode,
+            authenticators=authenticators,
+        )
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     if not settings.agents:
         from .echo import EchoExecutor, echo_card
 
@@ -309,9 +342,6 @@ def build_app(settings: Settings | None = None) -> A2AApp:
         return app
     if settings.guard is not None and settings.guard not in settings.security_schemes:
         raise ConfigError(f"guard: {settings.guard!r} is not one of security_schemes")
-    authenticators = {
-        name: _authenticator(name, scheme) for name, scheme in settings.security_schemes.items()
-    }
     for index, agent in enumerate(settings.agents):
         try:
             app.mount(

@@ -66,3 +66,7 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+#: The console token of the a2a-trio bench server (its live feed, for the ``feed`` case).
+FEED_TOKEN = "bench-feed-token"

@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
+import httpx
 import trio
 
 from .common import (
     COMPLETED,
     ECHO_TEXT,
+    FEED_TOKEN,
     HOLD_PREFIX,
     JSONRPC_PATH,
     raise_nofile_limit,
@@ -45,8 +47,10 @@ from .http1 import Delivery, Http1Client, HttpError, WebhookReceiver
 
 __all__ = [
     "CaseError",
+    "FeedCaseSettings",
     "PushCaseSettings",
     "StreamSettings",
+    "run_feed",
     "run_push",
     "run_push_slow",
     "run_streams",
@@ -469,4 +473,113 @@ async def _push_slow(port: int, settings: PushCaseSettings, nonce: str) -> dict[
 def run_push_slow(port: int, settings: PushCaseSettings, nonce: str) -> dict[str, Any]:
     """The ``push-slow`` case against the server on ``port``."""
     result: dict[str, Any] = trio.run(_push_slow, port, settings, nonce)
+    return result
+
+
+# --- feed ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FeedCaseSettings:
+    """SendMessage throughput with and without live feed clients attached."""
+
+    sends: int
+    concurrency: int = 16
+    clients: int = 10
+    #: Rounds of (none attached, clients attached), alternated against drift.
+    rounds: int = 3
+    token: str = FEED_TOKEN
+
+
+async def _sends_per_second(port: int, settings: FeedCaseSettings, nonce: str) -> float:
+    tickets = iter(range(settings.sends))
+    bad: list[str] = []
+
+    async def worker() -> None:
+        client = await Http1Client.connect(port)
+        try:
+            for _ in tickets:
+                task = await _send(client, ECHO_TEXT, nonce)
+                if task.get("status", {}).get("state") != COMPLETED:
+                    bad.append(str(task.get("status")))
+        finally:
+            await client.aclose()
+
+    started = trio.current_time()
+    with trio.fail_after(settings.sends + 60):
+        async with trio.open_nursery() as nursery:
+            for _ in range(settings.concurrency):
+                nursery.start_soon(worker)
+    if bad:
+        raise CaseError(f"{len(bad)} sends did not complete: {bad[0]}")
+    return settings.sends / (trio.current_time() - started)
+
+
+async def _feed_clients(
+    port: int, settings: FeedCaseSettings, task_status: trio.TaskStatus[list[int]]
+) -> None:
+    """``clients`` feed connections, the last of which never reads after its hello."""
+    from trio_websocket import ConnectionClosed, open_websocket_url
+
+    url = f"ws://127.0.0.1:{port}/_a2a/feed"
+    headers = [(b"Authorization", f"Bearer {settings.token}".encode())]
+    received = [0] * settings.clients
+    ready = trio.Semaphore(0)
+
+    async def reader(index: int, stalled: bool) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            async with open_websocket_url(url, extra_headers=headers) as ws:
+                await ws.get_message()  # the hello
+                ready.release()
+                if stalled:
+                    await trio.sleep_forever()
+                while True:  # a message holds one event per line
+                    received[index] += (await ws.get_message()).count("\n") + 1
+
+    async with trio.open_nursery() as nursery:
+        for index in range(settings.clients):
+            nursery.start_soon(reader, index, index == settings.clients - 1)
+        for _ in range(settings.clients):
+            await ready.acquire()
+        task_status.started(received)
+
+
+async def _feed(port: int, settings: FeedCaseSettings, nonce: str) -> dict[str, Any]:
+    alone: list[float] = []
+    watched: list[float] = []
+    received: list[int] = []
+    for _ in range(settings.rounds):
+        alone.append(await _sends_per_second(port, settings, nonce))
+        async with trio.open_nursery() as nursery:
+            received = await nursery.start(_feed_clients, port, settings)
+            watched.append(await _sends_per_second(port, settings, nonce))
+            nursery.cancel_scope.cancel()
+    async with httpx.AsyncClient() as http:
+        metrics = await http.get(f"http://127.0.0.1:{port}/metrics")
+    dropped = math.nan
+    if metrics.status_code == 200:
+        for line in metrics.text.splitlines():
+            if line.startswith("a2a_feed_dropped "):
+                dropped = float(line.split()[1])
+    best_alone, best_watched = max(alone), max(watched)
+    median_ratio = statistics.median(watched) / statistics.median(alone)
+    return {
+        "sends": settings.sends,
+        "concurrency": settings.concurrency,
+        "clients": settings.clients,
+        "alone_per_s": alone,
+        "watched_per_s": watched,
+        "best_alone_per_s": best_alone,
+        "best_watched_per_s": best_watched,
+        "ratio": best_watched / best_alone,
+        "median_ratio": median_ratio,
+        "events_per_reader_last_round": received[:-1],
+        "stalled_received": received[-1],
+        "feed_clients_dropped": dropped,
+    }
+
+
+def run_feed(port: int, settings: FeedCaseSettings, nonce: str) -> dict[str, Any]:
+    """The ``feed`` case against the (a2a-trio) server on ``port``."""
+    result: dict[str, Any] = trio.run(_feed, port, settings, nonce)
     return result

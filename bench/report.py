@@ -103,7 +103,12 @@ def _headline(case: Result, entry: Result) -> float | None:
         median: float = wrk_summary(entry["runs"])["rps"][0]
         return median
     result = entry["result"]
-    key = {"streams": "kib_per_stream", "push": "deliveries_per_s", "push-slow": "added_ms"}[kind]
+    key = {
+        "streams": "kib_per_stream",
+        "push": "deliveries_per_s",
+        "push-slow": "added_ms",
+        "feed": "ratio",
+    }[kind]
     value: float = result[key]
     return value
 
@@ -114,6 +119,7 @@ def _headline_label(case: Result) -> str:
         "streams": "KiB per open stream ↓",
         "push": "deliveries/s ↑",
         "push-slow": "ms added by a slow webhook ↓",
+        "feed": "throughput watched / alone ↑",
     }[case["kind"]]
 
 
@@ -141,7 +147,7 @@ def _summary(document: Result) -> list[str]:
             value = values[server]
             row.append("FAILED" if value is None else _num(value))
         for subject, base in pairs:
-            if case["kind"] == "push-slow":
+            if case["kind"] in ("push-slow", "feed"):
                 row.append("—")  # a difference of near-zero numbers is no useful ratio
             else:
                 row.append(_ratio(values.get(subject), values.get(base)))
@@ -335,6 +341,28 @@ PUSH_SLOW_HEADER = [
 ]
 
 
+def _feed_row(result: Result) -> list[str]:
+    return [
+        f"{result['sends']:,} x {len(result['alone_per_s'])}",
+        " / ".join(_num(v) for v in result["alone_per_s"]),
+        " / ".join(_num(v) for v in result["watched_per_s"]),
+        f"**{result['ratio']:.3f}** (medians {result.get('median_ratio', math.nan):.3f})",
+        str(result["stalled_received"]),
+        _num(result["feed_clients_dropped"]),
+    ]
+
+
+FEED_HEADER = [
+    "server",
+    "sends per measurement",
+    "SendMessage/s, no feed client",
+    "SendMessage/s, 10 clients (1 stalled)",
+    "best watched / best alone",
+    "events the stalled client took",
+    "feed clients dropped (since start)",
+]
+
+
 def _meta(document: Result) -> list[str]:
     meta = document["meta"]
     settings = document["settings"]
@@ -380,6 +408,8 @@ def render_markdown(document: Result) -> str:
             lines += _python_details(case, servers, STREAMS_HEADER, _streams_row)
         elif kind == "push":
             lines += _python_details(case, servers, PUSH_HEADER, _push_row)
+        elif kind == "feed":
+            lines += _python_details(case, servers, FEED_HEADER, _feed_row)
         else:
             lines += _python_details(case, servers, PUSH_SLOW_HEADER, _push_slow_row)
         for server in servers:

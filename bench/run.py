@@ -44,8 +44,10 @@ from typing import Any
 from .common import REPO, RESULTS_DIR, raise_nofile_limit
 from .postgres import DEFAULT_PG_URL, LocalPostgres, PostgresError
 from .pycases import (
+    FeedCaseSettings,
     PushCaseSettings,
     StreamSettings,
+    run_feed,
     run_push,
     run_push_slow,
     run_streams,
@@ -87,6 +89,11 @@ CASES: tuple[Case, ...] = (
     Case("push", "push", "webhook deliveries for blocking SendMessage at c=16"),
     Case("push-slow", "push-slow", "SendMessage latency when the webhook takes 3 s"),
     Case("streams", "streams", "idle SubscribeToTask streams: server memory"),
+    Case(
+        "feed",
+        "feed",
+        "SendMessage at c=16 with 10 live feed clients (one stalled) vs none (a2a-trio only)",
+    ),
 )
 
 
@@ -102,6 +109,7 @@ class Settings:
     push_tasks: int
     push_concurrency: int
     slow_sends: int
+    feed_sends: int
     settle_bound_s: float
     push_bound_s: float
     server_core: int | None
@@ -133,6 +141,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--streams", type=int, help="idle streams to open (default 10000)")
     parser.add_argument("--push-tasks", type=int, help="tasks in the push case (default 500)")
     parser.add_argument("--slow-sends", type=int, help="sends each way in push-slow (default 10)")
+    parser.add_argument(
+        "--feed-sends", type=int, help="sends per measurement in the feed case (default 3000)"
+    )
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to cores")
     parser.add_argument(
         "--pg-url",
@@ -177,6 +188,7 @@ def make_settings(args: argparse.Namespace) -> Settings:
         push_tasks=pick(args.push_tasks, 500, 100),
         push_concurrency=16,
         slow_sends=pick(args.slow_sends, 10, 3),
+        feed_sends=pick(args.feed_sends, 3000, 500),
         settle_bound_s=10.0 if quick else 20.0,
         push_bound_s=20.0 if quick else 60.0,
         server_core=server_core,
@@ -346,6 +358,8 @@ def run_python_case(case: Case, server: ServerProcess, settings: Settings) -> di
         result = run_push(server.port, push, _nonce())
     elif case.kind == "push-slow":
         result = run_push_slow(server.port, push, _nonce())
+    elif case.kind == "feed":
+        result = run_feed(server.port, FeedCaseSettings(sends=settings.feed_sends), _nonce())
     else:
         streams = StreamSettings(count=settings.streams, settle_bound_s=settings.settle_bound_s)
         result = run_streams(server.port, server.pid, streams, _nonce())
@@ -371,6 +385,8 @@ def run_server(
     """Every selected case against ``kind``; results go to ``record(case, server, entry)``."""
     if kind.wrk_only:
         cases = [case for case in cases if case.wrk is not None]
+    if kind.module != "bench.trio_server":  # only a2a-trio has a live feed
+        cases = [case for case in cases if case.kind != "feed"]
     load_cases = [case for case in cases if case.kind != "streams"]
     session = ServerSession(kind, workdir, settings.server_core, postgres)
     try:

@@ -28,6 +28,7 @@ from a2a_trio import (
     RequestContext,
     TaskUpdater,
 )
+from a2a_trio.console import ConsoleSettings, attach_console
 from a2a_trio.echo import EchoExecutor
 from a2a_trio.push import PushSettings
 
@@ -35,6 +36,7 @@ from .common import (
     CARD_DESCRIPTION,
     CARD_NAME,
     CARD_VERSION,
+    FEED_TOKEN,
     HOLD_PREFIX,
     MEDIA_TYPES,
     SKILL_DESCRIPTION,
@@ -88,12 +90,18 @@ def bench_card() -> AgentCard:
 def build_app(
     database: str, executor: AgentExecutor | AsyncioAgentExecutor | None = None
 ) -> A2AApp:
-    """The app: the bench agent (``executor``) at the root, webhooks to 127.0.0.1 allowed."""
+    """The app: the bench agent (``executor``) at the root, webhooks to 127.0.0.1 allowed.
+
+    The console is attached as ``a2a_trio:app`` attaches it (its token set,
+    for the ``feed`` case), so every case measures a server with its feed
+    and metrics observing.
+    """
     app = A2AApp(
         database=database,
         push_settings=PushSettings(allowed_hosts=("127.0.0.1",)),
     )
     app.mount("", bench_card(), executor or BenchExecutor())
+    attach_console(app, ConsoleSettings(token=FEED_TOKEN))
     return app
 
 

@@ -1172,3 +1172,93 @@ async def test_prune_takes_receipts_by_their_own_age(store: Store) -> None:
     assert await store.prune(datetime.now(UTC) - timedelta(minutes=1)) == NOTHING_PRUNED
     counts = await store.prune(datetime.now(UTC) + timedelta(seconds=1))
     assert counts == NOTHING_PRUNED | {"receipts": 1}
+
+
+# --- the operator console's reads ------------------------------------------------------
+
+
+async def test_browse_lists_every_owners_tasks_newest_first_in_pages(store: Store) -> None:
+    for minute, (task_id, owner) in enumerate([("t-a", ALICE), ("t-b", BOB), ("t-c", ALICE)]):
+        await create(store, make_task(task_id, at=T0 + timedelta(minutes=minute)), owner=owner)
+    await create(store, make_task("t-other", at=T0 + timedelta(minutes=9)), agent="other")
+    first = await store.browse_tasks(AGENT, page_size=2)
+    assert [(t.id, t.owner) for t in first.tasks] == [("t-c", ALICE), ("t-b", BOB)]
+    assert first.next_page_token
+    second = await store.browse_tasks(AGENT, page_size=2, page_token=first.next_page_token)
+    assert [t.id for t in second.tasks] == ["t-a"]
+    assert second.next_page_token == ""
+    everyone = await store.browse_tasks(page_size=10)
+    assert [t.id for t in everyone.tasks] == ["t-other", "t-c", "t-b", "t-a"]
+    summary = first.tasks[0]
+    assert (summary.agent, summary.context_id, summary.state) == (
+        AGENT,
+        "ctx-1",
+        "TASK_STATE_WORKING",
+    )
+    assert ORDER_KEY.fullmatch(summary.updated_at) and ORDER_KEY.fullmatch(summary.created_at)
+
+
+async def test_browse_filters_by_state(store: Store) -> None:
+    await create(store, make_task("t-work", at=T0))
+    done = make_task("t-done", at=T0)
+    await create(store, done)
+    await append(store, moved(done, TaskState.COMPLETED, T0 + timedelta(minutes=1)))
+    page = await store.browse_tasks(AGENT, state=TaskState.COMPLETED)
+    assert [t.id for t in page.tasks] == ["t-done"]
+
+
+async def test_browse_refuses_a_token_it_did_not_issue(store: Store) -> None:
+    with pytest.raises(InvalidParamsError):
+        await store.browse_tasks(AGENT, page_token="bm90IGEgdG9rZW4")
+
+
+async def test_the_timeline_holds_every_event_with_its_time(store: Store) -> None:
+    task = make_task("t-1")
+    await create(store, task)
+    await append(store, task, "message")
+    await append(store, moved(task, TaskState.COMPLETED, T0 + timedelta(seconds=1)))
+    entries = await store.timeline(AGENT, "t-1")
+    assert [(e.seq, e.kind) for e in entries] == [(1, "task"), (2, "message"), (3, "status")]
+    assert json.loads(entries[1].payload)["parts"] == [{"text": "note"}]
+    assert all(ORDER_KEY.fullmatch(e.at) for e in entries)
+    assert [e.seq for e in await store.timeline(AGENT, "t-1", after=1, limit=1)] == [2]
+    assert await store.timeline(AGENT, "t-none") == []
+
+
+async def test_task_counts_are_by_agent_and_state(store: Store) -> None:
+    await create(store, make_task("t-1"))
+    await create(store, make_task("t-2"))
+    await create(store, make_task("t-3", state=TaskState.SUBMITTED), agent="other")
+    assert await store.task_counts() == {
+        (AGENT, TaskState.WORKING): 2,
+        ("other", TaskState.SUBMITTED): 1,
+    }
+
+
+async def test_the_outbox_summary_counts_pending_and_failed(store: Store) -> None:
+    empty = await store.outbox_summary()
+    assert (empty.pending, empty.failed, empty.oldest_pending) == (0, 0, None)
+    notification = await one_notification(store)
+    await append(store, make_task("t-1"), push=True)
+    summary = await store.outbox_summary()
+    assert (summary.pending, summary.failed) == (2, 0)
+    assert summary.oldest_pending is not None and summary.oldest_pending.tzinfo is not None
+    await store.record_attempt(
+        notification, outcome="failed", status=500, error="HTTP 500", duration_ms=1.0
+    )
+    assert (await store.outbox_summary()).failed == 1
+
+
+async def test_delivery_pages_are_newest_first_with_attempts(store: Store) -> None:
+    notification = await one_notification(store)
+    await append(store, make_task("t-1"), push=True)
+    await store.record_attempt(
+        notification, outcome="failed", status=500, error="HTTP 500", duration_ms=1.0
+    )
+    newest, oldest = await store.delivery_page(AGENT, "t-1")
+    assert (newest.seq, oldest.seq) == (2, 1)
+    assert [a.status for a in oldest.attempts] == [500]
+    assert [d.seq for d in await store.delivery_page(before=newest.id)] == [1]
+    assert [d.seq for d in await store.delivery_page(state="failed")] == [1]
+    assert [d.seq for d in await store.delivery_page(limit=1)] == [2]
+    assert await store.delivery_page("other") == []

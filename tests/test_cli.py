@@ -152,6 +152,7 @@ COMMANDS = [
     "discover",
     "tck",
     "worker",
+    "watch",
 ]
 
 

@@ -18,6 +18,7 @@ from ..store.url import DatabaseURLError
 from .commands import card, deliveries, make_executor, prune, serve, worker
 from .remote import cancel, discover, get, list_tasks, send, subscribe
 from .tck import LEVELS, TRANSPORTS, KitError, exit_status, run_kit, summarise
+from .watch import watch
 
 __all__ = ["main"]
 
@@ -152,5 +153,6 @@ for _command in (
     cancel,
     subscribe,
     discover,
+    watch,
 ):
     main.add_command(_command)

@@ -296,12 +296,16 @@ def serve(bind: str, config_path: Path | None) -> None:
     """
     from hypercorn.config import Config
 
+    from ..console import console_of
     from ..server.serving import serve as serve_app
 
     try:
         app = build_app(_settings(config_path))
     except ConfigError as error:
         raise click.UsageError(str(error)) from None
+    console = console_of(app)
+    if console is not None and console.base_url is None:
+        console.base_url = f"http://{bind}"  # the console URL logged at start is complete
     config = Config()
     config.bind = [bind]
     config.accesslog = "-"  # standard output

@@ -20,6 +20,7 @@ import httpx
 import trio
 
 from ..store import Lane, Notification, Store
+from ..store.observer import NO_OBSERVER, Observer
 from .policy import Decision, PushSettings, decide
 from .screening import AddressScreen, ScreenedTarget, WebhookRefused
 
@@ -110,6 +111,8 @@ class PushDispatcher:
         self._wakeup = trio.Event()
         self._clients = _Clients()
         self._nursery: trio.Nursery | None = None
+        #: Told of every stored attempt (the console, the metrics).
+        self.observer: Observer = NO_OBSERVER
 
     # --- lifetime -------------------------------------------------------------------
 
@@ -211,6 +214,7 @@ class PushDispatcher:
         )
         if config is None:
             await self.store.abandon_notification(notification, "the webhook config was deleted")
+            self.observer.attempted(notification, "abandoned", None, "config deleted")
             return Decision("failed", error="config deleted")
         attempt = notification.attempts + 1
         started = trio.current_time()
@@ -246,6 +250,7 @@ class PushDispatcher:
             duration_ms=duration_ms,
             next_attempt_at=next_at,
         )
+        self.observer.attempted(notification, decision.outcome, status, decision.error)
         level = logging.INFO if decision.outcome == "delivered" else logging.WARNING
         log.log(
             level,

@@ -29,6 +29,7 @@ from ..protocol import (
 from ..protocol.tasks import add_to_history
 from ..store import Share, Store, StoredTask
 from .cluster import new_token
+from ..store.observer import NO_OBSERVER, Observer
 from .executor import AgentEvent, AgentExecutor, EventQueue, RequestContext
 from .feed import TaskFeed
 from .settings import HostSettings
@@ -214,6 +215,8 @@ class Executions:
         self.running: set[Execution] = set()
         #: This process's membership, when several serve the database.
         self.cluster: Cluster | None = None
+        #: Told when an execution starts and ends (the console, the metrics).
+        self.observer: Observer = NO_OBSERVER
 
     def start(self, live: LiveTask, execution: Execution) -> None:
         """Run ``execute`` in the host nursery; the execution holds its task until done.
@@ -232,6 +235,8 @@ class Executions:
     async def _run(self, live: LiveTask, execution: Execution) -> None:
         lease = None if self.cluster is None else new_token()
         execution.lease_token = lease
+        owner = execution.context.caller.identifier
+        began = False
         try:
             async with held(live.lock):  # waits while an earlier message to the task runs
                 if execution.continuing:
@@ -239,6 +244,8 @@ class Executions:
                     if not await self._resume(live, execution):
                         return
                 live.execution = execution
+                began = True
+                self.observer.execution_started(self.name, live.task_id, owner)
                 await self._execute(live, execution)
         except Exception:
             log.exception("host failure while running task %s", live.task_id)
@@ -265,6 +272,9 @@ class Executions:
                 execution.settle_first()
             execution.done.set()
             self.running.discard(execution)
+            if began:
+                error = execution.error.message if execution.error else None
+                self.observer.execution_ended(self.name, live.task_id, owner, error)
             live.feed.notify()
             self._live.release(live)
 

@@ -49,6 +49,8 @@ from ..push import PushDispatcher, WebhookRefused
 from ..store import Receipt, ReceiptWrite, Store, StoredTask
 from .cluster import Cluster, new_token
 from .executions import ABANDONED, Entry, Execution, Executions, LiveTask, LiveTasks, RetryKey
+from ..store.observer import Observer
+from .executions import Entry, Execution, Executions, LiveTask, LiveTasks, RetryKey
 from .executor import AgentExecutor, Principal, RequestContext
 from .feed import FeedItem, TaskFeed
 from .queued import QueuedExecutions
@@ -124,6 +126,15 @@ class AgentHost:
             spawn_anyway=self._spawn_anyway,
             stopping=self._stop,
         )
+
+    def observe(self, observer: Observer) -> None:
+        """Tell ``observer`` of every committed share and every execution from now on."""
+        self._recorder.observer = self._executions.observer = observer
+
+    @property
+    def executions_running(self) -> int:
+        """How many executions run now (cancels excepted)."""
+        return len(self._executions.running)
 
     # --- lifetime -------------------------------------------------------------
 

@@ -10,6 +10,7 @@ its webhooks had it).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
@@ -37,6 +38,7 @@ from ..protocol import (
 from ..protocol.tasks import add_to_history, apply_artifact, apply_status
 from ..push import PushDispatcher
 from ..store import EventWrite, NewTask, ReceiptWrite, Round, Share, ShareOutcome, Store
+from ..store.observer import NO_OBSERVER, Observer
 from .executions import Entry, Execution, LiveTask, LiveTasks
 from .executor import AgentEvent, new_agent_message
 from .retries import Retries
@@ -96,6 +98,8 @@ class Recorder:
         #: This process's member id when several serve the database: a task is
         #: created with its execution's lease.
         self.member: str | None = None
+        #: Told of every share once it is committed (the console, the metrics).
+        self.observer: Observer = NO_OBSERVER
 
     async def run(self) -> None:
         """The recorder: what every execution enqueues, committed, then published.
@@ -150,9 +154,12 @@ class Recorder:
             shares.append((live, share, items, settling))
         written = [share for _, share, _, _ in shares if share.events or share.receipts]
         outcomes: dict[int, ShareOutcome] = {}
+        took = 0.0
         if written:  # a round of end markers or refusals only writes nothing
+            began = time.perf_counter()
             try:
                 stored = await self.store.record(Round(written, push=self.push_notifications))
+                took = time.perf_counter() - began
             except Exception as error:  # the transaction failed: nothing of this round is stored
                 log.exception("agent %s could not commit recorded events", self.name)
                 failed = ShareOutcome(error=error)
@@ -161,6 +168,9 @@ class Recorder:
         for live, share, items, settling in shares:
             outcome = outcomes.get(id(share), _NOTHING)
             if outcome.error is None:
+                if share.events:
+                    owner = items[0][0].context.caller.identifier if items else None
+                    self.observer.committed(self.name, share, owner, took)
                 self._committed(live, outcome.queued, settling)
                 continue
             log.error(
@@ -453,6 +463,7 @@ class Recorder:
             build(share)
             settling, self._settling = self._settling, []
             outcome = _NOTHING
+            began = time.perf_counter()
             if share.events or share.receipts:
                 round = Round([share], push=self.push_notifications)
                 [outcome] = await self.store.record(round)
@@ -462,6 +473,10 @@ class Recorder:
             self._settling.clear()
             live.feed.discard()
             raise
+        if share.events:
+            execution = live.execution
+            owner = execution.context.caller.identifier if execution else None
+            self.observer.committed(self.name, share, owner, time.perf_counter() - began)
         self._committed(live, outcome.queued, settling)
 
     async def keep_receipt(self, task_id: str, receipt: ReceiptWrite) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -24,14 +25,25 @@ from ..store import SqliteStore, Store, checkpoint_periodically
 from ..store.factory import store_at
 from ..store.postgres import PoolSettings
 from ..store.url import DatabaseLocation
-from .asgi import JSON_CONTENT_TYPE, ClientGone, ProtocolRequest, ProtocolResponse
+from .asgi import (
+    JSON_CONTENT_TYPE,
+    ClientGone,
+    EventStreamBody,
+    ProtocolRequest,
+    ProtocolResponse,
+)
 from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
 from .cards import CardSource, ServedCard, card_response, import_object, resolve_card
 from .health import HEALTH_PATH, liveness, readiness
 from .mount import AgentMount, Authenticate
 
-__all__ = ["A2AApp", "LazyApp"]
+__all__ = ["A2AApp", "LazyApp", "RequestObserver"]
+
+#: Told of every protocol request once answered (before a stream is relayed):
+#: agent, binding (``jsonrpc`` or ``rest``), operation, outcome (``ok``, an
+#: error's reason, or ``client_gone``) and the seconds it took.
+RequestObserver = Callable[[str, str, str, str, float], None]
 
 WELL_KNOWN_PATH = "/.well-known/agent-card.json"
 #: Where 0.2 and 0.3 servers served the card (a2a-sdk 0.3's
@@ -132,6 +144,13 @@ class A2AApp(QuartTrio):
         #: The nursery of the hosts, the push worker and the WAL checkpointer,
         #: while the lifespan runs.
         self._services: trio.Nursery | None = None
+        #: Told of every protocol request (the metrics); see :data:`RequestObserver`.
+        self.request_observer: RequestObserver | None = None
+        #: Event streams (SSE) being relayed now.
+        self.open_streams = 0
+        #: Set when the shutdown begins: long-lived connections of the app's
+        #: own (the console's feed) close then instead of holding it up.
+        self.stopping = trio.Event()
         self.before_serving(self._start_hosts)
         self.add_url_rule(f"{HEALTH_PATH}/live", "a2a.health.live", self._live, methods=["GET"])
         self.add_url_rule(f"{HEALTH_PATH}/ready", "a2a.health.ready", self._ready, methods=["GET"])
@@ -361,10 +380,27 @@ class A2AApp(QuartTrio):
     async def _serve_protocol(
         self, route: tuple[AgentMount, str | None], scope: Any, receive: Any, send: Any
     ) -> None:
-        response = await self._answer(route, ProtocolRequest(scope, receive))
-        if response is not None:
-            # The request is let go by now: a stream holds only what it relays.
+        began = time.perf_counter()
+        request = ProtocolRequest(scope, receive)
+        response = await self._answer(route, request)
+        if self.request_observer is not None:
+            mount, rest_path = route
+            self.request_observer(
+                mount.name,
+                "jsonrpc" if rest_path is None else "rest",
+                request.operation,
+                request.outcome if response is not None else "client_gone",
+                time.perf_counter() - began,
+            )
+        del request  # a stream holds only what it relays
+        if response is None:
+            return
+        streaming = isinstance(response.body, EventStreamBody)
+        self.open_streams += streaming
+        try:
             await response.send(send, receive)
+        finally:
+            self.open_streams -= streaming
 
     async def _answer(
         self, route: tuple[AgentMount, str | None], request: ProtocolRequest
@@ -418,6 +454,7 @@ class A2AApp(QuartTrio):
                 self._store = None
 
     async def _start_hosts(self) -> None:
+        self.stopping = trio.Event()
         self._add_root_route()
         # Serving holds the database: a second server on it is refused here, as
         # are a bad path and a newer schema.
@@ -526,11 +563,13 @@ class A2AApp(QuartTrio):
         requests in flight have ended or been cut off. ``now`` ends the grace
         at once: running executions are cancelled and their tasks end FAILED.
         """
+        self.stopping.set()
         for mount in self.mounts.values():
             mount.host.begin_close(now=now)
         self._stop_working.set()
 
     async def _stop_hosts(self) -> None:
+        self.stopping.set()
         async with trio.open_nursery() as nursery:
             for mount in self.mounts.values():
                 nursery.start_soon(mount.host.close)

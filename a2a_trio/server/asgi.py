@@ -57,6 +57,10 @@ class ProtocolRequest:
             self._headers.setdefault(name, []).append(raw_value.decode("latin-1"))
         self._query: dict[str, str] | None = None
         self._last_values: dict[str, str] | None = None
+        #: The operation once resolved, and how the request ended (``ok`` or
+        #: the error's reason), for the metrics.
+        self.operation = "unknown"
+        self.outcome = "ok"
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name`` (any case), or None."""

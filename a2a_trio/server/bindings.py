@@ -203,6 +203,7 @@ async def _perform(
     """
     caller = await mount.authenticate(credentials_of(request))
     call = await _decode(parse, size)
+    request.operation = call.operation.value
     dispatch = partial(
         mount.dispatch,
         call,
@@ -279,11 +280,13 @@ async def handle_jsonrpc(
             LEGACY_VERSION if v0_3 else PROTOCOL_VERSION,
         )
     except A2AError as error:
+        request.outcome = error.spec.reason
         return _jsonrpc_error(getattr(error, "request_id", request_id), error, v0_3=v0_3)
     except ClientGone:
         raise
     except Exception:
         log.exception("JSON-RPC request failed")
+        request.outcome = InternalError.spec.reason
         return _jsonrpc_error(request_id, InternalError(), v0_3=v0_3)
     if isinstance(outcome, TaskEventStream):
         if v0_3:
@@ -344,11 +347,13 @@ async def handle_rest(
             LEGACY_VERSION if v0_3 else PROTOCOL_VERSION,
         )
     except A2AError as error:
+        request.outcome = error.spec.reason
         return _rest_error(error, v0_3=v0_3)
     except ClientGone:
         raise
     except Exception:
         log.exception("HTTP+JSON request failed")
+        request.outcome = InternalError.spec.reason
         return _rest_error(InternalError(), v0_3=v0_3)
     if isinstance(outcome, TaskEventStream):
         if v0_3:

@@ -20,6 +20,7 @@ from typing import Literal
 
 from ..protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
 from .coordination import Coordination
+from .browse import OutboxSummary, SummaryPage, TimelineEntry
 from .records import Delivery, Lane, LoggedEvent, Notification, Receipt, StoredTask, TaskPage
 from .rounds import Round, ShareOutcome
 
@@ -205,3 +206,45 @@ class Store(ABC):
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Delivery]:
         """Notifications (oldest first) with every attempt made for each."""
+
+    # --- the operator console (a2a_trio.console) --------------------------------------
+
+    @abstractmethod
+    async def browse_tasks(
+        self,
+        agent: str | None = None,
+        *,
+        state: TaskState | None = None,
+        page_size: int = 50,
+        page_token: str | None = None,
+    ) -> SummaryPage:
+        """Every owner's tasks (of ``agent``, in ``state``), most recently updated first.
+
+        Keyset-paged like :meth:`list_tasks`; summaries only, no snapshots.
+        """
+
+    @abstractmethod
+    async def timeline(
+        self, agent: str, task_id: str, *, after: int = 0, limit: int = 500
+    ) -> list[TimelineEntry]:
+        """The task's logged events of every kind after ``after``, in order, with their times."""
+
+    @abstractmethod
+    async def task_counts(self) -> dict[tuple[str, TaskState], int]:
+        """How many tasks each (agent, state) has."""
+
+    @abstractmethod
+    async def outbox_summary(self) -> OutboxSummary:
+        """Notifications pending and failed, and when the oldest pending one was queued."""
+
+    @abstractmethod
+    async def delivery_page(
+        self,
+        agent: str | None = None,
+        task_id: str | None = None,
+        *,
+        state: str | None = None,
+        before: int | None = None,
+        limit: int = 50,
+    ) -> list[Delivery]:
+        """Notifications newest first (ids below ``before``), each with its attempts."""

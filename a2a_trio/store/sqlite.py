@@ -25,8 +25,9 @@ from cryptography.fernet import Fernet
 from .._locks import held
 from ..protocol import TaskPushNotificationConfig, TaskState, utcnow
 from ..protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
-from . import queries
+from . import browse, queries
 from .base import Store
+from .browse import OutboxSummary, SummaryPage, TimelineEntry
 from .lock import ServingLock
 from .records import (
     STREAMED_KINDS,
@@ -646,6 +647,63 @@ class SqliteStore(Store):
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Delivery]:
         rows = self._reads.execute(*queries.deliveries("?", agent, task_id)).fetchall()
+        attempts: Iterable[tuple[Any, ...]] = ()
+        if rows:
+            marks = ",".join("?" * len(rows))
+            attempts = self._reads.execute(
+                queries.attempts(f"IN ({marks})"), [row[0] for row in rows]
+            )
+        return read_deliveries(rows, attempts)
+
+    # --- the operator console ----------------------------------------------------------
+
+    async def browse_tasks(
+        self,
+        agent: str | None = None,
+        *,
+        state: TaskState | None = None,
+        page_size: int = 50,
+        page_token: str | None = None,
+    ) -> SummaryPage:
+        cursor = None
+        if page_token:
+            updated, last_agent, last_id = browse.decode_token(page_token, 3)
+            cursor = (updated, last_agent, last_id)
+        rows = self._reads.execute(
+            *browse.browse_query("?", agent, state, cursor, page_size)
+        ).fetchall()
+        return browse.read_summary_page(rows, page_size, str)
+
+    async def timeline(
+        self, agent: str, task_id: str, *, after: int = 0, limit: int = 500
+    ) -> list[TimelineEntry]:
+        rows = self._reads.execute(
+            *browse.timeline_query("?", agent, task_id, after, limit)
+        ).fetchall()
+        return [TimelineEntry(int(row[0]), row[1], row[2], row[3]) for row in rows]
+
+    async def task_counts(self) -> dict[tuple[str, TaskState], int]:
+        return browse.read_task_counts(self._reads.execute(browse.TASK_COUNTS).fetchall())
+
+    async def outbox_summary(self) -> OutboxSummary:
+        pending, failed, oldest = self._reads.execute(browse.OUTBOX_SUMMARY).fetchone()
+        return OutboxSummary(
+            int(pending or 0),
+            int(failed or 0),
+            datetime.fromisoformat(oldest) if oldest else None,
+        )
+
+    async def delivery_page(
+        self,
+        agent: str | None = None,
+        task_id: str | None = None,
+        *,
+        state: str | None = None,
+        before: int | None = None,
+        limit: int = 50,
+    ) -> list[Delivery]:
+        query = browse.delivery_page_query("?", agent, task_id, state, before, limit)
+        rows = self._reads.execute(*query).fetchall()
         attempts: Iterable[tuple[Any, ...]] = ()
         if rows:
             marks = ",".join("?" * len(rows))

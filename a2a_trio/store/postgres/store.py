@@ -16,8 +16,9 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from ...protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
-from .. import queries
+from .. import browse, queries
 from ..base import Store
+from ..browse import OutboxSummary, SummaryPage, TimelineEntry
 from ..records import (
     STREAMED_KINDS,
     Delivery,
@@ -359,6 +360,66 @@ class PostgresStore(Store):
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Delivery]:
         query, args = queries.deliveries("%s", agent, task_id)
+
+        def read(conn: Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+            rows = conn.execute(query, args).fetchall()
+            attempts = conn.execute(
+                queries.attempts("= ANY(%s::bigint[])"), ([row[0] for row in rows],)
+            ).fetchall()
+            return rows, attempts
+
+        rows, attempts = await self._run(read)
+        return read_deliveries(rows, attempts, order_key)
+
+    # --- the operator console ----------------------------------------------------------
+
+    async def browse_tasks(
+        self,
+        agent: str | None = None,
+        *,
+        state: TaskState | None = None,
+        page_size: int = 50,
+        page_token: str | None = None,
+    ) -> SummaryPage:
+        cursor = None
+        if page_token:
+            updated, last_agent, last_id = browse.decode_token(page_token, 3)
+            cursor = (page_time(updated), last_agent, last_id)
+        if _unstorable(agent or ""):
+            return SummaryPage([], "")
+        rows = await self._fetchall(*browse.browse_query("%s", agent, state, cursor, page_size))
+        return browse.read_summary_page(rows, page_size, order_key)
+
+    async def timeline(
+        self, agent: str, task_id: str, *, after: int = 0, limit: int = 500
+    ) -> list[TimelineEntry]:
+        if _unstorable(agent, task_id):
+            return []
+        query, args = browse.timeline_query("%s", agent, task_id, after, limit)
+        rows = await self._fetchall(query.replace("payload,", "payload::text,", 1), args)
+        return [TimelineEntry(int(row[0]), row[1], row[2], order_key(row[3])) for row in rows]
+
+    async def task_counts(self) -> dict[tuple[str, TaskState], int]:
+        return browse.read_task_counts(await self._fetchall(browse.TASK_COUNTS))
+
+    async def outbox_summary(self) -> OutboxSummary:
+        row = await self._fetchone(browse.OUTBOX_SUMMARY)
+        assert row is not None
+        pending, failed, oldest = row
+        return OutboxSummary(int(pending or 0), int(failed or 0), oldest)
+
+    async def delivery_page(
+        self,
+        agent: str | None = None,
+        task_id: str | None = None,
+        *,
+        state: str | None = None,
+        before: int | None = None,
+        limit: int = 50,
+    ) -> list[Delivery]:
+        if _unstorable(agent or "", task_id or ""):
+            return []
+        query, args = browse.delivery_page_query("%s", agent, task_id, state, before, limit)
 
         def read(conn: Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
             rows = conn.execute(query, args).fetchall()

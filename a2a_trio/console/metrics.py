@@ -1,0 +1,151 @@
+"""Prometheus metrics of one app: counters fed as things happen, gauges read at scrape.
+
+Each app has its own registry, so several apps in one process (the tests)
+never share a counter. docs/metrics.md lists every metric.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Literal
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from ..protocol import TaskState
+from ..store import Notification, Share
+from ..store.observer import Observer
+
+if TYPE_CHECKING:
+    from ..server import A2AApp
+    from .hub import FeedHub
+
+__all__ = ["Metrics"]
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_COMMIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1)
+
+
+class Metrics(Observer):
+    """The app's metrics; :meth:`render` reads the gauges and returns the exposition text."""
+
+    def __init__(self) -> None:
+        self.registry = registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "a2a_requests",
+            "Protocol requests answered, by agent, operation, binding and outcome.",
+            ["agent", "operation", "binding", "outcome"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "a2a_request_duration_seconds",
+            "Time to answer a protocol request (a stream: until it starts).",
+            ["agent", "operation", "binding"],
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.events = Counter(
+            "a2a_events_recorded",
+            "Task events committed to the store, by agent and kind.",
+            ["agent", "kind"],
+            registry=registry,
+        )
+        self.commit = Histogram(
+            "a2a_commit_seconds",
+            "Time of the store commit of each recorded share's round.",
+            ["agent"],
+            buckets=_COMMIT_BUCKETS,
+            registry=registry,
+        )
+        self.executions = Counter(
+            "a2a_executions_started",
+            "Executions of the agent's executor started.",
+            ["agent"],
+            registry=registry,
+        )
+        self.webhooks = Counter(
+            "a2a_webhook_attempts",
+            "Webhook delivery attempts, by agent and outcome "
+            "(delivered, retry, failed, abandoned).",
+            ["agent", "outcome"],
+            registry=registry,
+        )
+        self.tasks = Gauge(
+            "a2a_tasks",
+            "Tasks in the store, by agent and state.",
+            ["agent", "state"],
+            registry=registry,
+        )
+        self.running = Gauge(
+            "a2a_executions_running", "Executions running now.", ["agent"], registry=registry
+        )
+        self.streams = Gauge(
+            "a2a_open_streams", "Event streams (SSE) being relayed now.", registry=registry
+        )
+        self.backlog = Gauge(
+            "a2a_outbox_backlog", "Webhook notifications pending delivery.", registry=registry
+        )
+        self.oldest = Gauge(
+            "a2a_outbox_oldest_pending_seconds",
+            "Age of the oldest notification pending delivery (0 when none is).",
+            registry=registry,
+        )
+        self.dead = Gauge(
+            "a2a_outbox_dead_letters",
+            "Webhook notifications that failed for good (dead letters).",
+            registry=registry,
+        )
+        self.feed_clients = Gauge(
+            "a2a_feed_subscribers", "Live feed (WebSocket) clients now.", registry=registry
+        )
+        self.feed_dropped = Gauge(
+            "a2a_feed_dropped",
+            "Live feed clients dropped for being slow since start.",
+            registry=registry,
+        )
+
+    # --- told as things happen ----------------------------------------------------------
+
+    def request(
+        self, agent: str, binding: str, operation: str, outcome: str, seconds: float
+    ) -> None:
+        self.requests.labels(agent, operation, binding, outcome).inc()
+        self.latency.labels(agent, operation, binding).observe(seconds)
+
+    def committed(self, agent: str, share: Share, owner: str | None, seconds: float) -> None:
+        for write in share.events:
+            self.events.labels(agent, write.kind).inc()
+        self.commit.labels(agent).observe(seconds)
+
+    def attempted(
+        self,
+        notification: Notification,
+        outcome: Literal["delivered", "retry", "failed", "abandoned"],
+        status: int | None,
+        error: str | None,
+    ) -> None:
+        self.webhooks.labels(notification.lane.agent, outcome).inc()
+
+    def execution_started(self, agent: str, task_id: str, owner: str) -> None:
+        self.executions.labels(agent).inc()
+
+    # --- read at scrape -----------------------------------------------------------------
+
+    async def render(self, app: A2AApp, hub: FeedHub) -> bytes:
+        """The exposition text, with the gauges read from the app and the store now."""
+        store = app.store
+        counts = await store.task_counts()
+        for mount in app.mounts.values():
+            for state in TaskState:
+                if state is not TaskState.UNSPECIFIED:
+                    value = counts.get((mount.name, state), 0)
+                    self.tasks.labels(mount.name, state.value).set(value)
+            self.running.labels(mount.name).set(mount.host.executions_running)
+        outbox = await store.outbox_summary()
+        self.backlog.set(outbox.pending)
+        oldest = outbox.oldest_pending
+        self.oldest.set(max(0.0, time.time() - oldest.timestamp()) if oldest else 0.0)
+        self.dead.set(outbox.failed)
+        self.streams.set(app.open_streams)
+        self.feed_clients.set(len(hub.subscribers))
+        self.feed_dropped.set(hub.dropped)
+        return generate_latest(self.registry)
