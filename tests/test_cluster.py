@@ -32,6 +32,18 @@ VERSION = {"A2A-Version": "1.0"}
 LEASE_SECONDS = 2.0
 
 
+def start_server(database: str, directory: Path, name: str, **env: str) -> ServerProcess:
+    """``tests.cluster_app`` served as process ``name``, its files in ``directory``."""
+    env = {
+        "CLUSTER_TEST_DIR": str(directory),
+        "CLUSTER_PROCESS_NAME": name,
+        "A2A_TRIO_LEASE_SECONDS": str(LEASE_SECONDS),
+        **env,
+    }
+    log = directory / f"{name}.log"
+    return ServerProcess.start(database, log, app="tests.cluster_app:app", env=env)
+
+
 class Cluster:
     def __init__(self, database: str, directory: Path) -> None:
         self.database = database
@@ -41,14 +53,7 @@ class Cluster:
     def start(self, count: int) -> list[ServerProcess]:
         started = []
         for _ in range(count):
-            name = f"p{len(self.processes)}"
-            env = {
-                "CLUSTER_TEST_DIR": str(self.directory),
-                "CLUSTER_PROCESS_NAME": name,
-                "A2A_TRIO_LEASE_SECONDS": str(LEASE_SECONDS),
-            }
-            log = self.directory / f"{name}.log"
-            server = ServerProcess.start(self.database, log, app="tests.cluster_app:app", env=env)
+            server = start_server(self.database, self.directory, f"p{len(self.processes)}")
             self.processes.append(server)
             started.append(server)
         return started

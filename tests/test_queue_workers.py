@@ -29,6 +29,7 @@ from .test_cluster import (
     LEASE_SECONDS,
     frames,
     rpc,
+    start_server,
     start_task,
     state_of,
     wait_for_file,
@@ -119,15 +120,8 @@ class Deployment:
 
     def start_web(self, count: int) -> None:
         for n in range(count):
-            env = {
-                "CLUSTER_TEST_DIR": str(self.directory),
-                "CLUSTER_PROCESS_NAME": f"web{n}",
-                "CLUSTER_EXECUTION": "queued",
-                "A2A_TRIO_LEASE_SECONDS": str(LEASE_SECONDS),
-            }
-            log = self.directory / f"web{n}.log"
             self.web.append(
-                ServerProcess.start(self.database, log, app="tests.cluster_app:app", env=env)
+                start_server(self.database, self.directory, f"web{n}", CLUSTER_EXECUTION="queued")
             )
 
     def start_worker(self) -> Worker:

@@ -28,8 +28,8 @@ from ..protocol import (
 )
 from ..protocol.tasks import add_to_history
 from ..store import Share, Store, StoredTask
-from .cluster import new_token
 from ..store.observer import NO_OBSERVER, Observer
+from .cluster import new_token
 from .executor import AgentEvent, AgentExecutor, EventQueue, RequestContext
 from .feed import TaskFeed
 from .settings import HostSettings

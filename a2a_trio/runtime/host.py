@@ -47,10 +47,9 @@ from ..protocol import (
 from ..protocol.tasks import view_task
 from ..push import PushDispatcher, WebhookRefused
 from ..store import Receipt, ReceiptWrite, Store, StoredTask
+from ..store.observer import Observer
 from .cluster import Cluster, new_token
 from .executions import ABANDONED, Entry, Execution, Executions, LiveTask, LiveTasks, RetryKey
-from ..store.observer import Observer
-from .executions import Entry, Execution, Executions, LiveTask, LiveTasks, RetryKey
 from .executor import AgentExecutor, Principal, RequestContext
 from .feed import FeedItem, TaskFeed
 from .queued import QueuedExecutions

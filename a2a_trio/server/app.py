@@ -447,11 +447,15 @@ class A2AApp(QuartTrio):
                 # endings) instead of holding the lifespan open for good.
                 self._services.cancel_scope.cancel()
         finally:
-            self._services = None
-            if self._owns_store and self._store is not None:
-                with trio.CancelScope(shield=True):
-                    await self._store.aclose()
-                self._store = None
+            await self._services_ended()
+
+    async def _services_ended(self) -> None:
+        """The services' nursery is gone: close the store if it is the app's own."""
+        self._services = None
+        if self._owns_store and self._store is not None:
+            with trio.CancelScope(shield=True):
+                await self._store.aclose()
+            self._store = None
 
     async def _start_hosts(self) -> None:
         self.stopping = trio.Event()
@@ -544,11 +548,7 @@ class A2AApp(QuartTrio):
                 await self._stop_hosts()
                 self._services.cancel_scope.cancel()
         finally:
-            self._services = None
-            if self._owns_store and self._store is not None:
-                with trio.CancelScope(shield=True):
-                    await self._store.aclose()
-                self._store = None
+            await self._services_ended()
 
     def begin_shutdown(self, *, now: bool = False) -> None:
         """Start the orderly shutdown; returns at once.

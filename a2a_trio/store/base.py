@@ -19,8 +19,8 @@ from datetime import datetime
 from typing import Literal
 
 from ..protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
-from .coordination import Coordination
 from .browse import OutboxSummary, SummaryPage, TimelineEntry
+from .coordination import Coordination
 from .records import Delivery, Lane, LoggedEvent, Notification, Receipt, StoredTask, TaskPage
 from .rounds import Round, ShareOutcome
 
