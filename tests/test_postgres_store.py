@@ -114,6 +114,7 @@ async def test_a_new_database_is_migrated_to_the_current_version(
         "a2a_members",
         "task_leases",
         "lane_leases",
+        "queued_executions",
     }
 
 
