@@ -172,6 +172,19 @@ async def test_a_web_process_streams_what_the_worker_records(deployment: Deploym
     assert ids == list(range(1, len(ids) + 1))
 
 
+async def test_a_cancel_on_a_web_process_stops_the_execution_on_its_worker(
+    deployment: Deployment,
+) -> None:
+    web = deployment.web[1]
+    task = await start_task(web, "hold")
+    await wait_for_state(web, task["id"], "TASK_STATE_WORKING")
+    canceled = await rpc(web, "CancelTask", {"id": task["id"]})
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    stopped = deployment.directory / f"{task['id']}.stopped"
+    await wait_for_file(stopped)
+    assert stopped.read_text().split()[1].startswith("w")  # where it ran: on a worker
+
+
 async def test_a_task_of_a_killed_worker_fails_within_the_lease(deployment: Deployment) -> None:
     doomed = deployment.start_worker()
     survivor = deployment.workers[0]
