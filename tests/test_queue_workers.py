@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -129,6 +130,18 @@ class Deployment:
         self.workers.append(worker)
         return worker
 
+    @contextmanager
+    def only(self, worker: Worker) -> Iterator[None]:
+        """Only ``worker`` claims work in the block: the others are paused, well within a lease."""
+        others = [w for w in self.workers if w is not worker and w.process.poll() is None]
+        for other in others:
+            os.kill(other.process.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for other in others:
+                os.kill(other.process.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         for worker in self.workers:
             worker.stop()
@@ -189,17 +202,12 @@ async def test_a_task_of_a_killed_worker_fails_within_the_lease(deployment: Depl
     doomed = deployment.start_worker()
     survivor = deployment.workers[0]
     web = deployment.web[0]
-    started = []
-    for _ in range(4):  # both workers claim work: at least one lands on the doomed one
-        started.append(await start_task(web, "hold"))
-    for task in started:
-        await wait_for_state(web, task["id"], "TASK_STATE_WORKING")
-    held = [
-        task
-        for task in started
-        if (deployment.directory / f"{task['id']}.holder.{doomed.name}").exists()
-    ]
-    assert held, "the new worker took none of the work"
+    with deployment.only(doomed):
+        held = [await start_task(web, "hold") for _ in range(2)]
+    for task in held:
+        await wait_for_file(deployment.directory / f"{task['id']}.holder.{doomed.name}")
+    with deployment.only(survivor):
+        started = [*held, await start_task(web, "hold")]  # and one on the survivor
     doomed.kill()
     killed = time.monotonic()
     for task in held:
@@ -250,14 +258,8 @@ async def test_a_queued_execution_whose_worker_died_before_starting_runs_once_el
 async def test_sigterm_lets_a_worker_finish_what_it_runs(deployment: Deployment) -> None:
     draining = deployment.start_worker()
     web = deployment.web[0]
-    others = [w for w in deployment.workers if w is not draining and w.process.poll() is None]
-    for other in others:  # paused (well within its lease): the new worker takes the work
-        os.kill(other.process.pid, signal.SIGSTOP)
-    try:
+    with deployment.only(draining):
         tasks = [await start_task(web, "tick 20") for _ in range(4)]
-    finally:
-        for other in others:
-            os.kill(other.process.pid, signal.SIGCONT)
     for task in tasks:
         await wait_for_file(deployment.directory / f"{task['id']}.holder.{draining.name}")
     status = await trio.to_thread.run_sync(draining.stop)

@@ -23,6 +23,7 @@ from ..protocol import (
     InvalidAgentResponseError,
     Message,
     Task,
+    TaskNotCancelableError,
     TaskState,
     UnsupportedOperationError,
 )
@@ -470,6 +471,13 @@ class Executions:
             if canceller.lease_token is not None and self.cluster is not None:
                 self.cluster.release(canceller.lease_token)
             self._live.release(live)
+
+
+def not_cancelable(task_id: str, state: TaskState) -> TaskNotCancelableError:
+    return TaskNotCancelableError(
+        f"Task {task_id} is {state.value} and cannot be canceled",
+        metadata={"taskId": task_id, "state": state.value},
+    )
 
 
 def _describe(error: BaseException) -> str:

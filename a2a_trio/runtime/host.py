@@ -38,7 +38,6 @@ from ..protocol import (
     StreamResponse,
     SubscribeToTaskRequest,
     Task,
-    TaskNotCancelableError,
     TaskNotFoundError,
     TaskPushNotificationConfig,
     TaskState,
@@ -48,10 +47,20 @@ from ..protocol.tasks import view_task
 from ..push import PushDispatcher, WebhookRefused
 from ..store import Receipt, ReceiptWrite, Store, StoredTask
 from ..store.observer import Observer
-from .cluster import Cluster, new_token
-from .executions import ABANDONED, Entry, Execution, Executions, LiveTask, LiveTasks, RetryKey
+from .cluster import Cluster
+from .executions import (
+    ABANDONED,
+    Entry,
+    Execution,
+    Executions,
+    LiveTask,
+    LiveTasks,
+    RetryKey,
+    not_cancelable,
+)
 from .executor import AgentExecutor, Principal, RequestContext
 from .feed import FeedItem, TaskFeed
+from .membership import Membership
 from .queued import QueuedExecutions
 from .recorder import Recorder, _bound_config
 from .recorder import event_task_id as event_task_id
@@ -93,6 +102,7 @@ class AgentHost:
         self._retries = Retries(name=name, store=store, settings=self.settings)
         #: This process's membership, when several serve the database (see attach).
         self.cluster: Cluster | None = None
+        self.membership: Membership | None = None
         self._queued = QueuedExecutions(self)
         self._nursery: trio.Nursery | None = None
         self._closing = False
@@ -205,19 +215,16 @@ class AgentHost:
     def attach(self, cluster: Cluster) -> None:
         """Serve as a member of ``cluster`` (before :meth:`run`): leases, wake-ups, cancels."""
         self.cluster = cluster
+        self.membership = Membership(self, cluster)
         self._executions.cluster = cluster
         self._recorder.member = cluster.member
-        self._live.attended = self._catch_up_soon
-        cluster.add(self)
+        self._live.attended = self.membership.catch_up_soon
+        cluster.add(self.membership)
 
     async def _recover(self) -> None:
-        if self.cluster is not None:
+        if self.membership is not None:
             # Only what no live process holds: the others' running tasks are theirs.
-            for orphan in await self.cluster.coordination.orphans([self.name]):
-                try:
-                    await self.adopt(orphan.task_id)
-                except Exception:  # one task that cannot be ended must not stop the agent
-                    log.exception("agent %s: could not end task %s", self.name, orphan.task_id)
+            await self.membership.adopt_orphans()
             return
         for stored in await self.store.unfinished_tasks(self.name):
             live = LiveTask(stored.task.id, TaskFeed(stored.task, stored.last_seq))
@@ -247,48 +254,12 @@ class AgentHost:
         for execution in list(self._executions.running):
             await execution.done.wait()
 
-    # --- several processes (see runtime.cluster) ------------------------------------
-
-    async def adopt(self, task_id: str) -> None:
-        """End FAILED a task its process left running, if its lease can be taken."""
-        assert self.cluster is not None
-        token = new_token()
-        claim = await self.cluster.coordination.acquire(self.name, task_id, token, queue=False)
-        if not claim.acquired:
-            return  # a live process holds it now
-        try:
-            if await self._executions._end_stored(task_id, ABANDONED):
-                log.warning(
-                    "task %s of agent %s was running on a process that stopped; ended FAILED",
-                    task_id,
-                    self.name,
-                )
-        finally:
-            self.cluster.release(token)
-
-    def task_moved(self, task_id: str, seq: int) -> None:
-        """Another process recorded events of the task: readers here catch up from the log."""
-        live = self._live.tasks.get(task_id)
-        if live is not None and seq > live.feed.current_seq:
-            self._catch_up_soon(live)
-
-    def catch_up_all(self) -> None:
-        for live in list(self._live.tasks.values()):
-            self._catch_up_soon(live)
-        self._queued.check_all()
+    # --- several processes (see runtime.membership) ---------------------------------
 
     @property
     def _runs_elsewhere(self) -> bool:
         """Whether this agent's executions run on worker processes (queued, with a cluster)."""
         return self.queued and self.cluster is not None
-
-    def work_arrived(self) -> None:
-        """A queued execution waits for a worker (this process may be one)."""
-        self._queued.work_arrived()
-
-    def done_elsewhere(self, task_id: str, row: int) -> None:
-        """A worker finished a queued execution (maybe one this process waits for)."""
-        self._queued.done_elsewhere(row)
 
     async def serve_queue(
         self,
@@ -303,81 +274,6 @@ class AgentHost:
                 " share (PostgreSQL)"
             )
         await self._queued.serve(concurrency, task_status=task_status)
-
-    def _catch_up_soon(self, live: LiveTask) -> None:
-        if live.execution is not None or self._nursery is None:
-            return  # this process writes it (or has stopped): nothing to read back
-        if live.catching_up:
-            live.catch_up_again = True
-            return
-        live.catching_up = True
-        live.users += 1
-        self._nursery.start_soon(self._catch_up, live)
-
-    async def read_back(self, live: LiveTask) -> None:
-        """Publish what the log holds of the task beyond its feed (another process wrote it).
-
-        The task is read first, then its events up to it: what is published
-        is consistent with the snapshot it comes with (events committed in
-        between are read in the next pass).
-        """
-        while True:
-            stored = await self.store.get_task(self.name, live.task_id, owner=None)
-            if stored is None:
-                return
-            events = await self.store.events_after(self.name, live.task_id, live.feed.last_seq)
-            items: list[FeedItem] = [
-                (e.seq, StreamResponse.model_validate_json(e.payload), e.payload)
-                for e in events
-                if e.seq <= stored.last_seq
-            ]
-            live.feed.catch_up(items, stored.task, stored.last_seq)
-            self._queued.settle(live)
-            if len(items) == len(events):
-                return
-
-    async def _catch_up(self, live: LiveTask) -> None:
-        try:
-            while True:
-                live.catch_up_again = False
-                await self.read_back(live)
-                if not live.catch_up_again:
-                    return
-        except Exception:  # a failing store: the next wake-up tries again
-            log.exception("agent %s: could not read task %s back", self.name, live.task_id)
-        finally:
-            live.catching_up = False
-            self._live.release(live)
-
-    def cancel_here(self, task_id: str, owner: str) -> None:
-        """Another process asks for a cancel of a task this one runs."""
-        if self._nursery is not None:
-            self._nursery.start_soon(self._cancel_for, task_id, owner)
-
-    async def _cancel_for(self, task_id: str, owner: str) -> None:
-        assert self.cluster is not None
-        try:
-            stored = await self.store.get_task(self.name, task_id, owner=None)
-            if stored is None or stored.state.is_final:
-                return
-            token = new_token()
-            claim = await self.cluster.coordination.acquire(self.name, task_id, token, queue=False)
-            if not claim.acquired:
-                return  # another process holds it now: the canceller asks it
-            live = self._live.acquire(task_id, stored)
-            try:
-                await self._cancel_here(live, stored, Principal(identifier=owner), {}, token)
-            finally:
-                self._live.release(live)
-        except A2AError:
-            pass  # final meanwhile: the canceller sees it in the log
-        except Exception:
-            log.exception("agent %s: could not cancel task %s", self.name, task_id)
-
-    def leases_lost(self) -> None:
-        """Found dead by the others, who end its tasks: stop running them here."""
-        for execution in list(self._executions.running):
-            execution.cancel_scope.cancel()
 
     def _require_running(self) -> None:
         if self._nursery is None or self._closing:
@@ -664,12 +560,12 @@ class AgentHost:
         """
         stored = await self._owned(request.id, caller)
         if stored.state.is_final:
-            raise _not_cancelable(request.id, stored.state)
+            raise not_cancelable(request.id, stored.state)
         live = self._live.acquire(request.id, stored)
         try:
-            if self.cluster is None:
+            if self.membership is None:
                 return await self._cancel_here(live, stored, caller, request.metadata or {})
-            return await self._cancel_anywhere(live, stored, caller, request.metadata or {})
+            return await self.membership.cancel(live, stored, caller, request.metadata or {})
         finally:
             self._live.release(live)
 
@@ -706,39 +602,6 @@ class AgentHost:
         published = live.feed.snapshot
         assert published is not None
         return published
-
-    async def _cancel_anywhere(
-        self, live: LiveTask, stored: StoredTask, caller: Principal, metadata: dict[str, object]
-    ) -> Task:
-        """Cancel here if no other live process holds the task, else ask its holder.
-
-        Asked again every quarter lease until the task ends: a holder that
-        let go meanwhile, or died, leaves the lease to this process.
-        """
-        cluster = self.cluster
-        assert cluster is not None
-        token = new_token()
-        patience = self.settings.cancel_grace + 2 * cluster.lease_seconds + 5
-        with trio.move_on_after(patience):
-            while True:
-                claim = await cluster.coordination.acquire(
-                    self.name, live.task_id, token, queue=False
-                )
-                if claim.acquired:
-                    return await self._cancel_here(live, stored, caller, metadata, token)
-                await cluster.request_cancel(
-                    self.name, live.task_id, claim.holder or "", caller.identifier
-                )
-                with trio.move_on_after(cluster.lease_seconds / 4):
-                    while True:
-                        wakeup = live.feed.wakeup
-                        snapshot = live.feed.snapshot
-                        if snapshot is not None and snapshot.status.state.is_final:
-                            if snapshot.status.state is TaskState.CANCELED:
-                                return snapshot
-                            raise _not_cancelable(live.task_id, snapshot.status.state)
-                        await wakeup.wait()
-        raise InternalError(f"The process running task {live.task_id} did not end it in time")
 
     # --- GetTask, ListTasks -----------------------------------------------------
 
@@ -894,13 +757,6 @@ class AgentHost:
         await self.store.delete_push_config(
             self.name, request.task_id, request.id, owner=caller.identifier
         )
-
-
-def _not_cancelable(task_id: str, state: TaskState) -> TaskNotCancelableError:
-    return TaskNotCancelableError(
-        f"Task {task_id} is {state.value} and cannot be canceled",
-        metadata={"taskId": task_id, "state": state.value},
-    )
 
 
 #: The metadata key that carries in-band credentials (spec 7.6); never stored.

@@ -117,7 +117,8 @@ class QueuedExecutions:
                 return
             del self._waiting[row]
             # Its last events before its end: a stream must relay them first.
-            await host.read_back(live)
+            assert host.membership is not None
+            await host.membership.read_back(live)
             if outcome.answer is not None:
                 execution.answer = Message.model_validate_json(outcome.answer)
             elif outcome.error is not None and not execution.first.is_set():

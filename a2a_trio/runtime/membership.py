@@ -1,0 +1,200 @@
+"""One agent host as a member of its cluster: what other processes' work means here.
+
+The :class:`~a2a_trio.runtime.cluster.Cluster` hands each host's
+:class:`Membership` the wake-ups of its agent: tasks another process moved
+(readers here read them back from the log), cancels for tasks this process
+runs, queued executions done or waiting, and the tasks of dead processes to
+adopt. CancelTask for a task another process holds is asked of its holder
+from here too.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..protocol import A2AError, InternalError, StreamResponse, Task, TaskState
+from ..store import StoredTask
+from .cluster import Cluster, new_token
+from .executions import ABANDONED, LiveTask, not_cancelable
+from .executor import Principal
+from .feed import FeedItem
+
+if TYPE_CHECKING:
+    from .host import AgentHost
+
+__all__ = ["Membership"]
+
+log = logging.getLogger("a2a_trio.runtime")
+
+
+class Membership:
+    """The cluster side of one host (a :class:`~a2a_trio.runtime.cluster.ClusterMember`)."""
+
+    def __init__(self, host: AgentHost, cluster: Cluster) -> None:
+        self._host = host
+        self._cluster = cluster
+        self.name = host.name
+
+    # --- adoption ---------------------------------------------------------------------
+
+    async def adopt_orphans(self) -> None:
+        """End the unfinished tasks of this agent that no live process holds (at start-up)."""
+        for orphan in await self._cluster.coordination.orphans([self.name]):
+            try:
+                await self.adopt(orphan.task_id)
+            except Exception:  # one task that cannot be ended must not stop the agent
+                log.exception("agent %s: could not end task %s", self.name, orphan.task_id)
+
+    async def adopt(self, task_id: str) -> None:
+        """End FAILED a task its process left running, if its lease can be taken."""
+        token = new_token()
+        claim = await self._cluster.coordination.acquire(self.name, task_id, token, queue=False)
+        if not claim.acquired:
+            return  # a live process holds it now
+        try:
+            if await self._host._executions._end_stored(task_id, ABANDONED):
+                log.warning(
+                    "task %s of agent %s was running on a process that stopped; ended FAILED",
+                    task_id,
+                    self.name,
+                )
+        finally:
+            self._cluster.release(token)
+
+    def leases_lost(self) -> None:
+        """Found dead by the others, who end its tasks: stop running them here."""
+        for execution in list(self._host._executions.running):
+            execution.cancel_scope.cancel()
+
+    # --- reading back what other processes record --------------------------------------
+
+    def task_moved(self, task_id: str, seq: int) -> None:
+        """Another process recorded events of the task: readers here catch up from the log."""
+        live = self._host._live.tasks.get(task_id)
+        if live is not None and seq > live.feed.current_seq:
+            self.catch_up_soon(live)
+
+    def catch_up_all(self) -> None:
+        for live in list(self._host._live.tasks.values()):
+            self.catch_up_soon(live)
+        self._host._queued.check_all()
+
+    def catch_up_soon(self, live: LiveTask) -> None:
+        nursery = self._host._nursery
+        if live.execution is not None or nursery is None:
+            return  # this process writes it (or has stopped): nothing to read back
+        if live.catching_up:
+            live.catch_up_again = True
+            return
+        live.catching_up = True
+        live.users += 1
+        nursery.start_soon(self._catch_up, live)
+
+    async def read_back(self, live: LiveTask) -> None:
+        """Publish what the log holds of the task beyond its feed (another process wrote it).
+
+        The task is read first, then its events up to it: what is published
+        is consistent with the snapshot it comes with (events committed in
+        between are read in the next pass).
+        """
+        store = self._host.store
+        while True:
+            stored = await store.get_task(self.name, live.task_id, owner=None)
+            if stored is None:
+                return
+            events = await store.events_after(self.name, live.task_id, live.feed.last_seq)
+            items: list[FeedItem] = [
+                (e.seq, StreamResponse.model_validate_json(e.payload), e.payload)
+                for e in events
+                if e.seq <= stored.last_seq
+            ]
+            live.feed.catch_up(items, stored.task, stored.last_seq)
+            self._host._queued.settle(live)
+            if len(items) == len(events):
+                return
+
+    async def _catch_up(self, live: LiveTask) -> None:
+        try:
+            while True:
+                live.catch_up_again = False
+                await self.read_back(live)
+                if not live.catch_up_again:
+                    return
+        except Exception:  # a failing store: the next wake-up tries again
+            log.exception("agent %s: could not read task %s back", self.name, live.task_id)
+        finally:
+            live.catching_up = False
+            self._host._live.release(live)
+
+    # --- queued executions --------------------------------------------------------------
+
+    def work_arrived(self) -> None:
+        """A queued execution waits for a worker (this process may be one)."""
+        self._host._queued.work_arrived()
+
+    def done_elsewhere(self, task_id: str, row: int) -> None:
+        """A worker finished a queued execution (maybe one this process waits for)."""
+        self._host._queued.done_elsewhere(row)
+
+    # --- cancel ---------------------------------------------------------------------------
+
+    async def cancel(
+        self, live: LiveTask, stored: StoredTask, caller: Principal, metadata: dict[str, object]
+    ) -> Task:
+        """Cancel here if no other live process holds the task, else ask its holder.
+
+        Asked again every quarter lease until the task ends: a holder that
+        let go meanwhile, or died, leaves the lease to this process.
+        """
+        cluster = self._cluster
+        token = new_token()
+        patience = self._host.settings.cancel_grace + 2 * cluster.lease_seconds + 5
+        with trio.move_on_after(patience):
+            while True:
+                claim = await cluster.coordination.acquire(
+                    self.name, live.task_id, token, queue=False
+                )
+                if claim.acquired:
+                    return await self._host._cancel_here(live, stored, caller, metadata, token)
+                await cluster.request_cancel(
+                    self.name, live.task_id, claim.holder or "", caller.identifier
+                )
+                with trio.move_on_after(cluster.lease_seconds / 4):
+                    while True:
+                        wakeup = live.feed.wakeup
+                        snapshot = live.feed.snapshot
+                        if snapshot is not None and snapshot.status.state.is_final:
+                            if snapshot.status.state is TaskState.CANCELED:
+                                return snapshot
+                            raise not_cancelable(live.task_id, snapshot.status.state)
+                        await wakeup.wait()
+        raise InternalError(f"The process running task {live.task_id} did not end it in time")
+
+    def cancel_here(self, task_id: str, owner: str) -> None:
+        """Another process asks for a cancel of a task this one runs."""
+        nursery = self._host._nursery
+        if nursery is not None:
+            nursery.start_soon(self._cancel_for, task_id, owner)
+
+    async def _cancel_for(self, task_id: str, owner: str) -> None:
+        host = self._host
+        try:
+            stored = await host.store.get_task(self.name, task_id, owner=None)
+            if stored is None or stored.state.is_final:
+                return
+            token = new_token()
+            claim = await self._cluster.coordination.acquire(self.name, task_id, token, queue=False)
+            if not claim.acquired:
+                return  # another process holds it now: the canceller asks it
+            live = host._live.acquire(task_id, stored)
+            try:
+                await host._cancel_here(live, stored, Principal(identifier=owner), {}, token)
+            finally:
+                host._live.release(live)
+        except A2AError:
+            pass  # final meanwhile: the canceller sees it in the log
+        except Exception:
+            log.exception("agent %s: could not cancel task %s", self.name, task_id)
