@@ -160,6 +160,8 @@ class AgentSettings(_Section):
     well_known: bool | None = None
     #: Serve protocol 0.3 clients too (docs/compatibility.md).
     compat_0_3: bool = True
+    #: Serve the gRPC binding too, on the same port over HTTP/2 (docs/protocol.md).
+    grpc: bool = True
 
 
 class Settings(_Section):
@@ -312,6 +314,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
                 authenticators=authenticators,
                 guard=settings.guard,
                 compat_v0_3=agent.compat_0_3,
+                grpc=agent.grpc,
             )
         except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
             raise ConfigError(f"agents[{index}] ({agent.name}): {error}") from None

@@ -409,7 +409,9 @@ def test_card_prints_the_served_card_and_exits_0_when_valid(tmp_path: Path) -> N
     assert [i["url"] for i in card["supportedInterfaces"]] == [
         "http://127.0.0.1:8000/echo/jsonrpc",
         "http://127.0.0.1:8000/echo/rest",
+        "127.0.0.1:8000",  # gRPC, where the agent is its tenant
     ]
+    assert card["supportedInterfaces"][2]["tenant"] == "echo"
     assert "the card of echo is valid" in result.err
 
 
@@ -428,7 +430,11 @@ def test_card_base_url_sets_the_interface_addresses(tmp_path: Path) -> None:
     )
     assert result.status == 0, result.err
     urls = [i["url"] for i in json.loads(result.out)["supportedInterfaces"]]
-    assert urls == ["https://a.example/echo/jsonrpc", "https://a.example/echo/rest"]
+    assert urls == [
+        "https://a.example/echo/jsonrpc",
+        "https://a.example/echo/rest",
+        "a.example:443",
+    ]
 
 
 def card_config(card_lines: str) -> str:
@@ -1021,6 +1027,7 @@ def test_discover_prints_a_valid_card_and_exits_0(tmp_path: Path, agent: ServerP
     assert [i.url for i in card.supported_interfaces or []] == [
         agent.url + "/jsonrpc",
         agent.url + "/rest",
+        agent.url.removeprefix("http://"),
     ]
     assert result.err.strip() == "the card is valid"
 

@@ -25,7 +25,15 @@ from ..store.url import DatabaseLocation
 from .asgi import JSON_CONTENT_TYPE, ClientGone, ProtocolRequest, ProtocolResponse
 from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
-from .cards import CardSource, ServedCard, card_response, import_object, resolve_card
+from .cards import (
+    CardSource,
+    ServedCard,
+    card_response,
+    grpc_tenant,
+    import_object,
+    resolve_card,
+)
+from .grpc_binding import is_grpc, serve_grpc
 from .mount import AgentMount, Authenticate
 
 __all__ = ["A2AApp", "LazyApp"]
@@ -149,6 +157,7 @@ class A2AApp(QuartTrio):
         guard: str | None = None,
         authenticate: Authenticate | None = None,
         compat_v0_3: bool = True,
+        grpc: bool = True,
     ) -> AgentMount:
         """Serve an agent under ``prefix``.
 
@@ -171,6 +180,10 @@ class A2AApp(QuartTrio):
         JSON-RPC methods, its HTTP+JSON paths under ``{prefix}/rest/v1/``,
         and the card with its 0.3 keys at ``{prefix}/.well-known/agent.json``
         (docs/compatibility.md). False serves 1.0 only.
+
+        ``grpc`` (the default) serves the gRPC binding too, on the same port
+        over HTTP/2, and lists it in the card; the agent's tenant there is
+        its prefix without the leading slash (docs/protocol.md).
         """
         name = name or "default"
         if not _NAME.match(name):
@@ -219,6 +232,7 @@ class A2AApp(QuartTrio):
                 prefix,
                 max_age=self.a2a_settings.card_max_age,
                 signer=self.card_signer,
+                grpc=grpc,
             ),
             host=host,
             well_known=owns_root,
@@ -228,6 +242,7 @@ class A2AApp(QuartTrio):
             challenge=card_guard.challenge(),
             signer=self.card_signer,
             compat_v0_3=compat_v0_3,
+            grpc=grpc,
         )
         self.mounts[name] = mount
         if owns_root:
@@ -304,6 +319,9 @@ class A2AApp(QuartTrio):
             await self._serve_lifespan(scope, receive, send)
             return
         if scope["type"] == "http":
+            if is_grpc(scope):
+                await serve_grpc(scope, receive, send, self._grpc_mount, self.a2a_settings)
+                return
             route = self._protocol_route(scope["path"])
             if route is not None:
                 await self._serve_protocol(route, scope, receive, send)
@@ -313,6 +331,18 @@ class A2AApp(QuartTrio):
                 await self._serve_card(*card_route, scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+    def _grpc_mount(self, tenant: str) -> AgentMount | None:
+        """The agent a gRPC call's ``tenant`` names: by prefix, by name, or the root's."""
+        tenant = tenant.strip("/")
+        candidates = [m for m in self.mounts.values() if m.grpc]
+        for mount in candidates:
+            if grpc_tenant(mount.prefix) == tenant:
+                return mount
+        if tenant:
+            return next((m for m in candidates if m.name == tenant), None)
+        owner = self._root_card_owner
+        return owner if owner is not None and owner.grpc else None
 
     async def _serve_card(
         self, mount: AgentMount, v0_3: bool, scope: Any, receive: Any, send: Any
