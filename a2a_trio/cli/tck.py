@@ -30,7 +30,7 @@ from ..store.url import DatabaseLocation, SqliteLocation, parse_database_url
 __all__ = ["KitError", "ProfileRun", "exit_status", "run_kit", "summarise"]
 
 LEVELS = ("must", "should", "may")
-TRANSPORTS = ("jsonrpc", "http_json")
+TRANSPORTS = ("jsonrpc", "http_json", "grpc")
 #: The kit passes pytest's exit status on; 5 is pytest's "no tests collected".
 NO_TESTS_SELECTED = 5
 #: A ``-k`` filter per profile. The required-extension card makes every
