@@ -57,7 +57,7 @@ CLI = [sys.executable, "-m", "a2a_trio.cli"]
 #: The installed console script, next to the interpreter running the tests.
 CONSOLE_SCRIPT = Path(sys.executable).parent / "a2a-trio"
 COMMAND_TIMEOUT = 60.0
-BINDINGS = ["jsonrpc", "rest"]
+BINDINGS = ["jsonrpc", "rest", "grpc"]
 binding_param = pytest.mark.parametrize("binding", BINDINGS)
 
 
@@ -189,7 +189,7 @@ def test_console_script_runs_the_same_program(tmp_path: Path) -> None:
     [
         ["no-such-command"],
         ["send", "http://127.0.0.1:9"],
-        ["send", "http://127.0.0.1:9", "hello", "--binding", "grpc"],
+        ["send", "http://127.0.0.1:9", "hello", "--binding", "soap"],
         ["send", "http://127.0.0.1:9", "hello", "-H", "no colon here"],
         ["prune", "--days", "-1"],
     ],

@@ -186,19 +186,19 @@ def status_trailers(
     """The trailers that end a call: status, message, and the rich status when there is one."""
     trailers = [(b"grpc-status", str(int(code)).encode())]
     if message:
-        trailers.append((b"grpc-message", encode_message(message).encode("ascii")))
+        trailers.append((b"grpc-message", quote_message(message).encode("ascii")))
     if details is not None:
         encoded = base64.b64encode(details.SerializeToString()).rstrip(b"=")
         trailers.append((b"grpc-status-details-bin", encoded))
     return trailers
 
 
-def encode_message(message: str) -> str:
+def quote_message(message: str) -> str:
     """``grpc-message`` is percent-encoded UTF-8 (the gRPC HTTP/2 protocol)."""
     return quote(message, safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 
-def decode_message(value: str) -> str:
+def unquote_message(value: str) -> str:
     return unquote(value)
 
 

@@ -232,6 +232,8 @@ def card_response(
     return 200, body, headers
 
 
+#: A gRPC interface's address: ``host:port`` (a gRPC target), or an http(s) URL.
+_GRPC_TARGET = re.compile(r"^(https?://\S+|(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):\d{1,5})$")
 _MEDIA_TYPE = re.compile(r"^[A-Za-z0-9][\w!#$&^.+-]*/[A-Za-z0-9*][\w!#$&^.+*-]*(\s*;.*)?$")
 
 
@@ -252,7 +254,12 @@ def card_problems(card: AgentCard) -> list[str]:
         problems.append("supportedInterfaces: at least one interface is required")
     for index, interface in enumerate(card.supported_interfaces or []):
         where = f"supportedInterfaces[{index}]"
-        if not interface.url.startswith(("http://", "https://")):
+        if interface.protocol_binding == GRPC_BINDING:
+            if not _GRPC_TARGET.match(interface.url):
+                problems.append(
+                    f"{where}.url: {interface.url!r} is neither host:port nor an http(s) URL"
+                )
+        elif not interface.url.startswith(("http://", "https://")):
             problems.append(f"{where}.url: {interface.url!r} is not an http(s) URL")
         if interface.protocol_binding not in (JSONRPC_BINDING, HTTP_JSON_BINDING, GRPC_BINDING):
             problems.append(f"{where}.protocolBinding: {interface.protocol_binding!r} is unknown")
