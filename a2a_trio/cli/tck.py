@@ -25,6 +25,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from ..conformance import PROFILES, Profile, conformance_app
+from ..server.serving import fit_connections
 from ..store.url import DatabaseLocation, SqliteLocation, parse_database_url
 
 __all__ = ["KitError", "ProfileRun", "exit_status", "run_kit", "summarise"]
@@ -136,6 +137,7 @@ async def _serve_and_run(
     config.accesslog = None
     config.errorlog = None
     config.graceful_timeout = 2.0
+    fit_connections(config)  # the kit's gRPC channel carries every gRPC test
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(partial(serve, app, config, shutdown_trigger=stop.wait))
