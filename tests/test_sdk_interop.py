@@ -1,6 +1,7 @@
 """The official a2a-sdk client against a live a2a-trio server process, on both bindings.
 
-The server is ``hypercorn --worker-class trio tests.scripted_app:app`` in a
+The server is ``hypercorn --worker-class trio tests.sdk_app:app`` (the scripted
+agent with an extended card and webhooks to 127.0.0.1 allowed) in a
 subprocess on a free 127.0.0.1 port. The SDK client is asyncio, so each test is
 a plain function that runs its scenario with ``asyncio.run`` (pytest-trio's
 trio mode only takes ``async def`` tests). Every scenario runs on JSON-RPC,
@@ -23,8 +24,13 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types import (
+    AgentCard,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
@@ -34,6 +40,7 @@ from a2a.types import (
     StreamResponse,
     SubscribeToTaskRequest,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
@@ -41,7 +48,7 @@ from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from .servers import ServerProcess
 
 REPO = Path(__file__).resolve().parent.parent
-APP = "tests.scripted_app:app"
+APP = "tests.sdk_app:app"
 CARD_PATH = "/.well-known/agent-card.json"
 STARTUP_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
@@ -59,7 +66,7 @@ T = TypeVar("T")
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     directory = tmp_path_factory.mktemp("sdk-interop")
-    process = ServerProcess.start(directory / "a2a.db", directory / "server.log")
+    process = ServerProcess.start(directory / "a2a.db", directory / "server.log", app=APP)
     try:
         yield process
     finally:
@@ -349,3 +356,60 @@ def test_cancel_of_a_completed_task_raises_not_cancelable(
     done, error = run(server, binding, scenario)
     expected = {"taskId": done.id, "state": "TASK_STATE_COMPLETED"}
     assert error.data == (None if binding == "GRPC" else expected)
+
+
+@binding_param
+def test_push_configs_are_created_read_listed_and_deleted(
+    server: ServerProcess, binding: str
+) -> None:
+    async def scenario(
+        clients: SdkClients,
+    ) -> tuple[TaskPushNotificationConfig, TaskPushNotificationConfig, list[str], list[str]]:
+        client = clients.blocking
+        held = await send_returning_immediately(client, "hold for webhooks")
+        try:
+            created = await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(
+                    task_id=held.id, url="http://127.0.0.1:9/hook", token="t0ken"
+                )
+            )
+            got = await client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=held.id, id=created.id)
+            )
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=held.id)
+            )
+            await client.delete_task_push_notification_config(
+                DeleteTaskPushNotificationConfigRequest(task_id=held.id, id=created.id)
+            )
+            after = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=held.id)
+            )
+        finally:
+            await client.cancel_task(CancelTaskRequest(id=held.id))
+        return (
+            created,
+            got,
+            [config.id for config in listed.configs],
+            [config.id for config in after.configs],
+        )
+
+    created, got, listed, after = run(server, binding, scenario)
+    assert created.id and created.url == "http://127.0.0.1:9/hook" and created.token == "t0ken"
+    assert got == created
+    assert listed == [created.id]
+    assert after == []
+
+
+@binding_param
+def test_the_extended_card_is_the_configured_one(server: ServerProcess, binding: str) -> None:
+    async def scenario(clients: SdkClients) -> AgentCard:
+        return await clients.blocking.get_extended_agent_card(GetExtendedAgentCardRequest())
+
+    card = run(server, binding, scenario)
+    assert card.name == "Test Agent (extended)"
+    assert [i.protocol_binding for i in card.supported_interfaces] == [
+        "JSONRPC",
+        "HTTP+JSON",
+        "GRPC",
+    ]
