@@ -22,7 +22,8 @@ from typing import TypeVar
 import grpc
 import httpx
 import pytest
-from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, Client, ClientCallContext, ClientConfig, ClientFactory
+from a2a.client.errors import A2AClientTimeoutError
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
@@ -413,3 +414,31 @@ def test_the_extended_card_is_the_configured_one(server: ServerProcess, binding:
         "HTTP+JSON",
         "GRPC",
     ]
+
+
+def test_a_grpc_deadline_that_expires_ends_the_call_and_not_the_task(
+    server: ServerProcess,
+) -> None:
+    async def scenario(clients: SdkClients) -> tuple[list[Task], Task]:
+        request = SendMessageRequest(message=user_message("hold past the deadline"))
+        with pytest.raises(A2AClientTimeoutError):
+            async for _ in clients.blocking.send_message(
+                request, context=ClientCallContext(timeout=0.5)
+            ):
+                pass
+        listed = await clients.blocking.list_tasks(
+            ListTasksRequest(page_size=100, history_length=1)
+        )
+        held = [
+            task
+            for task in listed.tasks
+            if task.history and task.history[0].parts[0].text == "hold past the deadline"
+        ]
+        canceled = await clients.blocking.cancel_task(CancelTaskRequest(id=held[0].id))
+        return held, canceled
+
+    held, canceled = run(server, "GRPC", scenario)
+    [task] = held
+    # The deadline (grpc-timeout) ended the call; the task ran on in the host.
+    assert task.status.state == TaskState.TASK_STATE_WORKING
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
