@@ -1,8 +1,11 @@
-"""Developer tasks: ``nox -s tests``, ``nox -s lint``, ``nox -s serve``, ``nox -s bench``."""
+"""Developer tasks: ``nox -s tests``, ``nox -s lint``, ``nox -s serve``, ``nox -s bench``,
+``nox -s protos``."""
 
 from __future__ import annotations
 
 import logging
+import re
+from pathlib import Path
 
 import nox
 
@@ -68,3 +71,53 @@ def bench(session: nox.Session) -> None:
     # The reference on PostgreSQL: the SDK's SQLAlchemy stores on asyncpg.
     session.install("-e", ".[bench]")
     session.run("python", "-m", "bench", *session.posargs)
+
+
+PROTO_DIR = Path("a2a_trio/protocol/proto")
+
+
+@nox.session
+def protos(session: nox.Session) -> None:
+    """Regenerate a2a_trio/protocol/proto/a2a_pb2.py(i) from a2a.proto with grpcio-tools.
+
+    Update a2a.proto first (copy the specification's specification/a2a.proto
+    below its header). The generated module registers in the private pool of
+    ``_pool.py`` instead of protobuf's default one (see there why); the
+    runtime needs a protobuf at least as new as the generator's (pyproject.toml).
+    """
+    session.install("grpcio-tools", "googleapis-common-protos")
+    include = session.run(
+        "python",
+        "-c",
+        "import grpc_tools, google.api, pathlib; "
+        "print(pathlib.Path(grpc_tools.__file__).parent / '_proto'); "
+        "print(pathlib.Path(google.api.__path__[0]).parent.parent)",
+        silent=True,
+    )
+    assert isinstance(include, str)
+    protoc_include, common_protos = include.split()
+    session.run(
+        "python",
+        "-m",
+        "grpc_tools.protoc",
+        f"-I{PROTO_DIR}",
+        f"-I{common_protos}",
+        f"-I{protoc_include}",
+        f"--python_out={PROTO_DIR}",
+        f"--pyi_out={PROTO_DIR}",
+        str(PROTO_DIR / "a2a.proto"),
+    )
+    generated = PROTO_DIR / "a2a_pb2.py"
+    text = generated.read_text()
+    text, count = re.subn(
+        r"_descriptor_pool\.Default\(\)\.AddSerializedFile",
+        "_private_pool.POOL.AddSerializedFile",
+        text,
+    )
+    assert count == 1, "protoc's output changed shape: update the protos session"
+    text = text.replace(
+        "# @@protoc_insertion_point(imports)",
+        "# @@protoc_insertion_point(imports)\nfrom . import _pool as _private_pool",
+        1,
+    )
+    generated.write_text(text)

@@ -14,16 +14,20 @@ StreamResponse events, blocking or streaming alike.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import ssl
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import httpx
+from google.protobuf.message import DecodeError
 from pydantic import BaseModel, ValidationError
 
+from ._grpc_channel import GrpcCallError, GrpcChannel
 from .protocol import (
     PROTOCOL_VERSION,
     A2AError,
@@ -55,14 +59,16 @@ from .protocol import (
     TaskState,
     error_from_code,
 )
+from .protocol.grpc_wire import METHODS, GrpcStatus, decode_status_details, error_from_status
 from .protocol.operations import rest_request
+from .protocol.protobuf import MODELS, decode_message, proto_fields, to_proto
 from .protocol.signing import CardKeys, CardSignatureError, verify_card
 from .protocol.sse import SSEDecoder
 
 __all__ = ["A2AClient", "answer_text", "fetch_jwks", "text_of"]
 
 WELL_KNOWN_PATH = "/.well-known/agent-card.json"
-BINDINGS = ("JSONRPC", "HTTP+JSON")
+BINDINGS = ("JSONRPC", "HTTP+JSON", "GRPC")
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -129,6 +135,9 @@ class _Transport:
 
     async def call(self, operation: Operation, request: BaseModel) -> Any:
         raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Let go of what the transport holds beyond the httpx client (nothing, mostly)."""
 
     def stream(
         self, operation: Operation, request: BaseModel, headers: Mapping[str, str]
@@ -232,6 +241,122 @@ class _Rest(_Transport):
                 yield event_id, document
 
 
+#: Headers of the httpx client that are not a gRPC call's metadata.
+_NOT_METADATA = frozenset(
+    {
+        "accept",
+        "accept-encoding",
+        "connection",
+        "host",
+        "keep-alive",
+        "te",
+        "upgrade",
+        "transfer-encoding",
+        "user-agent",
+    }
+)
+_GRPC_METHODS = {method.operation: method for method in METHODS.values()}
+
+
+class _Grpc(_Transport):
+    """The gRPC binding: A2AService over HTTP/2 connections of our own (see _grpc_channel).
+
+    The interface's URL is ``host:port`` (TLS when it says ``https://`` or the
+    port is 443); its tenant goes into every request, as the official clients
+    do. The httpx client's headers (A2A-Version, authentication) are the
+    calls' metadata. gRPC streams carry no event ids: resuming a subscription
+    starts over with the task's snapshot.
+    """
+
+    def __init__(self, http: httpx.AsyncClient, interface: AgentInterface) -> None:
+        super().__init__(http, interface)
+        self.tenant = interface.tenant
+        target = interface.url
+        tls = target.startswith("https://")
+        target = target.split("://", 1)[-1].split("/", 1)[0]
+        host, _, port_text = target.rpartition(":")
+        if not host or not port_text.isdigit():
+            host, port_text = target, "443" if tls else "80"
+        port = int(port_text)
+        context = ssl.create_default_context() if tls or port == 443 else None
+        if context is not None:
+            context.set_alpn_protocols(["h2"])
+        self.channel = GrpcChannel(host.strip("[]"), port, tls=context)
+
+    def _metadata(self, extra: Mapping[str, str]) -> dict[str, str]:
+        metadata = {
+            name.lower(): value
+            for name, value in self.http.headers.items()
+            if name.lower() not in _NOT_METADATA
+        }
+        metadata.update({name.lower(): value for name, value in extra.items()})
+        return metadata
+
+    def _message(self, operation: Operation, request: BaseModel) -> bytes:
+        if self.tenant and "tenant" in type(request).model_fields:
+            request = request.model_copy(update={"tenant": self.tenant})
+        return to_proto(request).SerializeToString()
+
+    @staticmethod
+    def _document(response: str, data: bytes) -> Any:
+        if response == "Empty":
+            return {}
+        try:
+            return _model(MODELS[response], proto_fields(decode_message(data, response))).to_wire()
+        except A2AError as error:
+            raise InvalidAgentResponseError(f"unexpected {response}: {error.message}") from None
+
+    async def call(self, operation: Operation, request: BaseModel) -> Any:
+        method = _GRPC_METHODS[operation]
+        try:
+            data = await self.channel.unary(
+                method.path, self._message(operation, request), self._metadata({})
+            )
+        except GrpcCallError as error:
+            raise _grpc_error(error) from None
+        return self._document(method.response, data)
+
+    async def stream(
+        self, operation: Operation, request: BaseModel, headers: Mapping[str, str]
+    ) -> AsyncIterator[tuple[str | None, Any]]:
+        method = _GRPC_METHODS[operation]
+        extra = {k: v for k, v in headers.items() if k.lower() != "last-event-id"}
+        try:
+            async for data in self.channel.server_stream(
+                method.path, self._message(operation, request), self._metadata(extra)
+            ):
+                yield None, self._document(method.response, data)
+        except GrpcCallError as error:
+            raise _grpc_error(error) from None
+
+    async def aclose(self) -> None:
+        await self.channel.aclose()
+
+
+def _grpc_error(error: GrpcCallError) -> A2AError:
+    """The typed A2A error of a failed call, from its ErrorInfo (or its status alone)."""
+    reason: str | None = None
+    metadata: dict[str, str] = {}
+    details = error.trailers.get("grpc-status-details-bin")
+    if details:
+        with contextlib.suppress(ValueError, DecodeError):  # a status we cannot read
+            reason, metadata = error_from_status(decode_status_details(details))
+    rebuilt = error_from_code(None, error.message, reason=reason or _GRPC_REASONS.get(error.status))
+    rebuilt.metadata = metadata
+    return rebuilt
+
+
+#: The errors a status names without an ErrorInfo (any other is an InternalError).
+_GRPC_REASONS = {
+    GrpcStatus.UNAUTHENTICATED: "UNAUTHENTICATED",
+    GrpcStatus.PERMISSION_DENIED: "PERMISSION_DENIED",
+    GrpcStatus.INVALID_ARGUMENT: "INVALID_PARAMS",
+}
+
+
+_TRANSPORTS: dict[str, type[_Transport]] = {"JSONRPC": _JsonRpc, "HTTP+JSON": _Rest, "GRPC": _Grpc}
+
+
 async def fetch_jwks(url: str, http: httpx.AsyncClient) -> CardKeys:
     """The card-signing keys of the JWKS at ``url`` (raises ValueError if it is none)."""
     response = await http.get(url)
@@ -289,7 +414,7 @@ class A2AClient:
         self._owns_http = owns_http
         interface = self._choose(card, prefer)
         self.interface = interface
-        transport = _JsonRpc if interface.protocol_binding == "JSONRPC" else _Rest
+        transport = _TRANSPORTS[interface.protocol_binding]
         self._transport: _Transport = transport(http, interface)
         #: The id of the last event a subscription received (resume with it).
         self.last_event_id: str | None = None
@@ -362,6 +487,7 @@ class A2AClient:
         return _model(AgentCard, _verified(document, card_keys, f"the card at {url}"))
 
     async def aclose(self) -> None:
+        await self._transport.aclose()
         if self._owns_http:
             await self.http.aclose()
 

@@ -189,6 +189,8 @@ class AgentSettings(_Section):
     compat_0_3: bool = True
     #: ``queued``: executions run on ``a2a-trio worker`` processes (PostgreSQL).
     execution: Literal["inline", "queued"] = "inline"
+    #: Serve the gRPC binding too, on the same port over HTTP/2 (docs/protocol.md).
+    grpc: bool = True
 
 
 class Settings(_Section):
@@ -355,6 +357,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
                 guard=settings.guard,
                 compat_v0_3=agent.compat_0_3,
                 execution=agent.execution,
+                grpc=agent.grpc,
             )
         except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
             raise ConfigError(f"agents[{index}] ({agent.name}): {error}") from None

@@ -9,7 +9,9 @@ with the SQLAlchemy ``DatabaseTaskStore`` on SQLite
 store and the SDK's ``BasePushNotificationSender`` over one ``httpx.AsyncClient``
 (no URL screening, so the harness's 127.0.0.1 receiver is reachable). Routes
 are the same as a2a-trio's: the card at the well-known path, JSON-RPC at
-``/jsonrpc`` and HTTP+JSON under ``/rest``.
+``/jsonrpc`` and HTTP+JSON under ``/rest``. The SDK's gRPC binding
+(``GrpcHandler`` on a ``grpc.aio`` server, the SDK's own way) runs on the same
+event loop on a second port, which the card names in its GRPC interface.
 
 uvicorn runs it in this one process with uvloop and httptools, the fastest
 stock configuration. The SQLite connection gets the same pragmas a2a-trio
@@ -20,17 +22,19 @@ durability and neither is slowed by a stricter journal mode.
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import grpc
 import httpx
 import uvicorn
 from a2a.helpers import get_message_text, new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import (
     BasePushNotificationSender,
@@ -42,7 +46,7 @@ from a2a.server.tasks import (
     TaskStore,
     TaskUpdater,
 )
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, a2a_pb2_grpc
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from starlette.applications import Starlette
@@ -93,8 +97,8 @@ class BenchExecutor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-def bench_card(port: int) -> AgentCard:
-    """The bench agent's card, with both interfaces at this server's address."""
+def bench_card(port: int, grpc_port: int) -> AgentCard:
+    """The bench agent's card, with its three interfaces at this server's addresses."""
     base = f"http://127.0.0.1:{port}"
     return AgentCard(
         name=CARD_NAME,
@@ -109,6 +113,11 @@ def bench_card(port: int) -> AgentCard:
             AgentInterface(
                 url=f"{base}{REST_PREFIX}",
                 protocol_binding="HTTP+JSON",
+                protocol_version=PROTOCOL_VERSION,
+            ),
+            AgentInterface(
+                url=f"127.0.0.1:{grpc_port}",
+                protocol_binding="GRPC",
                 protocol_version=PROTOCOL_VERSION,
             ),
         ],
@@ -167,9 +176,12 @@ def database_engine(database: str) -> AsyncEngine:
     return sqlite_engine(database)
 
 
-def build_app(port: int, database: str | None) -> Starlette:
-    """The Starlette app on a SQLite path or PostgreSQL URL; ``None``: the in-memory stores."""
-    card = bench_card(port)
+def build_app(port: int, database: str | None, grpc_port: int) -> Starlette:
+    """The Starlette app on a SQLite path or PostgreSQL URL; ``None``: the in-memory stores.
+
+    Its lifespan also serves the gRPC binding on ``grpc_port``.
+    """
+    card = bench_card(port, grpc_port)
     engine: AsyncEngine | None = None
     task_store: TaskStore
     push_store: PushNotificationConfigStore
@@ -195,9 +207,14 @@ def build_app(port: int, database: str | None) -> Starlette:
             await task_store.initialize()
         if isinstance(push_store, DatabasePushNotificationConfigStore):
             await push_store.initialize()
+        grpc_server = grpc.aio.server()
+        a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), grpc_server)
+        grpc_server.add_insecure_port(f"127.0.0.1:{grpc_port}")
+        await grpc_server.start()
         try:
             yield
         finally:
+            await grpc_server.stop(grace=None)
             await handler.aclose()
             await push_client.aclose()
             if engine is not None:
@@ -211,6 +228,14 @@ def build_app(port: int, database: str | None) -> Starlette:
     return Starlette(routes=routes, lifespan=lifespan)
 
 
+def free_port() -> int:
+    """A port for the gRPC server that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 def main(argv: list[str]) -> None:
     if len(argv) != 2:
         raise SystemExit(
@@ -220,7 +245,7 @@ def main(argv: list[str]) -> None:
     database = None if argv[1] == "--memory" else argv[1]
     raise_nofile_limit()
     uvicorn.run(
-        build_app(port, database),
+        build_app(port, database, free_port()),
         host="127.0.0.1",
         port=port,
         loop="uvloop",

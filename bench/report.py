@@ -99,7 +99,7 @@ def _headline(case: Result, entry: Result) -> float | None:
     if entry.get("status") != "ok":
         return None
     kind = case["kind"]
-    if kind == "wrk":
+    if kind in ("wrk", "grpc"):
         median: float = wrk_summary(entry["runs"])["rps"][0]
         return median
     result = entry["result"]
@@ -116,6 +116,7 @@ def _headline(case: Result, entry: Result) -> float | None:
 def _headline_label(case: Result) -> str:
     return {
         "wrk": f"{case.get('unit', 'req/s')} ↑",
+        "grpc": f"{case.get('unit', 'req/s')} ↑",
         "streams": "KiB per open stream ↓",
         "push": "deliveries/s ↑",
         "push-slow": "ms added by a slow webhook ↓",
@@ -387,7 +388,10 @@ NOTES = [
     "req/s and streams/s count verified responses only: a SendMessage must answer 200 with a "
     "TASK_STATE_COMPLETED task, a stream must carry exactly 4 events ending COMPLETED, the card "
     "must answer 200 with a name. Cells are median (min to max) over the runs. wrk: one thread, "
-    "pinned; latencies are wrk's, from request sent to response complete.",
+    "pinned; latencies are wrk's, from request sent to response complete. gRPC: grpcio's "
+    "client (bench/grpc_load.py) on the same core as wrk, 16 calls in flight on one HTTP/2 "
+    "connection to the card's GRPC interface; a call counts if it ends OK with a "
+    "TASK_STATE_COMPLETED task.",
 ]
 
 
@@ -402,7 +406,7 @@ def render_markdown(document: Result) -> str:
             continue  # no server selected ran it (a wrk-only server, say)
         lines += ["", f"### {case['name']} — {case['title']}", ""]
         kind = case["kind"]
-        if kind == "wrk":
+        if kind in ("wrk", "grpc"):
             lines += _wrk_details(case, servers, runs)
         elif kind == "streams":
             lines += _python_details(case, servers, STREAMS_HEADER, _streams_row)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import REPO, RESULTS_DIR, raise_nofile_limit
+from .grpc_load import GRPC_CONCURRENCY, grpc_target, run_grpc_load
 from .postgres import DEFAULT_PG_URL, LocalPostgres, PostgresError
 from .pycases import (
     FeedCaseSettings,
@@ -70,6 +71,9 @@ PACKAGES = (
     "aiosqlite",
     "asyncpg",
     "psycopg",
+    "grpcio",
+    "protobuf",
+    "h2",
 )
 
 
@@ -86,6 +90,12 @@ class Case:
 
 CASES: tuple[Case, ...] = (
     *(Case(c.name, "wrk", c.title, c.unit, c) for c in WRK_CASES),
+    Case(
+        "send-grpc-c16",
+        "grpc",
+        "SendMessage over gRPC, 16 calls in flight (grpcio's client)",
+        "req/s",
+    ),
     Case("push", "push", "webhook deliveries for blocking SendMessage at c=16"),
     Case("push-slow", "push-slow", "SendMessage latency when the webhook takes 3 s"),
     Case("streams", "streams", "idle SubscribeToTask streams: server memory"),
@@ -368,9 +378,28 @@ def run_python_case(case: Case, server: ServerProcess, settings: Settings) -> di
     return {"status": "ok", "result": result}
 
 
+def run_grpc_case(server: ServerProcess, settings: Settings) -> dict[str, Any]:
+    """As a wrk case, with grpcio's client at the card's GRPC interface (bench.grpc_load)."""
+    target = grpc_target(server.url)
+    warmup = run_grpc_load(target, settings.warmup_s, GRPC_CONCURRENCY, _nonce())
+    runs = []
+    for number in range(1, settings.runs + 1):
+        run = run_grpc_load(target, settings.duration_s, GRPC_CONCURRENCY, _nonce())
+        runs.append(run)
+        log(
+            f"  run {number}/{settings.runs}: {run['good_rps']:.0f} req/s, "
+            f"p50 {run['p50_ms']:.2f} ms, p99 {run['p99_ms']:.2f} ms, bad {run['bad']}"
+        )
+        if not server.alive():
+            raise RuntimeError("the server exited during the run")
+    return {"status": "ok", "warmup": warmup, "runs": runs, "summary": wrk_summary(runs)}
+
+
 def run_one(case: Case, server: ServerProcess, settings: Settings) -> dict[str, Any]:
     if case.wrk is not None:
         return run_wrk_case(case.wrk, server, settings)
+    if case.kind == "grpc":
+        return run_grpc_case(server, settings)
     return run_python_case(case, server, settings)
 
 

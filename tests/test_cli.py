@@ -57,7 +57,7 @@ CLI = [sys.executable, "-m", "a2a_trio.cli"]
 #: The installed console script, next to the interpreter running the tests.
 CONSOLE_SCRIPT = Path(sys.executable).parent / "a2a-trio"
 COMMAND_TIMEOUT = 60.0
-BINDINGS = ["jsonrpc", "rest"]
+BINDINGS = ["jsonrpc", "rest", "grpc"]
 binding_param = pytest.mark.parametrize("binding", BINDINGS)
 
 
@@ -191,7 +191,7 @@ def test_console_script_runs_the_same_program(tmp_path: Path) -> None:
     [
         ["no-such-command"],
         ["send", "http://127.0.0.1:9"],
-        ["send", "http://127.0.0.1:9", "hello", "--binding", "grpc"],
+        ["send", "http://127.0.0.1:9", "hello", "--binding", "soap"],
         ["send", "http://127.0.0.1:9", "hello", "-H", "no colon here"],
         ["prune", "--days", "-1"],
     ],
@@ -411,7 +411,9 @@ def test_card_prints_the_served_card_and_exits_0_when_valid(tmp_path: Path) -> N
     assert [i["url"] for i in card["supportedInterfaces"]] == [
         "http://127.0.0.1:8000/echo/jsonrpc",
         "http://127.0.0.1:8000/echo/rest",
+        "127.0.0.1:8000",  # gRPC, where the agent is its tenant
     ]
+    assert card["supportedInterfaces"][2]["tenant"] == "echo"
     assert "the card of echo is valid" in result.err
 
 
@@ -430,7 +432,11 @@ def test_card_base_url_sets_the_interface_addresses(tmp_path: Path) -> None:
     )
     assert result.status == 0, result.err
     urls = [i["url"] for i in json.loads(result.out)["supportedInterfaces"]]
-    assert urls == ["https://a.example/echo/jsonrpc", "https://a.example/echo/rest"]
+    assert urls == [
+        "https://a.example/echo/jsonrpc",
+        "https://a.example/echo/rest",
+        "a.example:443",
+    ]
 
 
 def card_config(card_lines: str) -> str:
@@ -1023,6 +1029,7 @@ def test_discover_prints_a_valid_card_and_exits_0(tmp_path: Path, agent: ServerP
     assert [i.url for i in card.supported_interfaces or []] == [
         agent.url + "/jsonrpc",
         agent.url + "/rest",
+        agent.url.removeprefix("http://"),
     ]
     assert result.err.strip() == "the card is valid"
 

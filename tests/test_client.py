@@ -54,8 +54,10 @@ from .agents import ScriptedExecutor
 from .conftest import LiveServer, live_server, make_card
 from .servers import CARD_PATH, REPO, STARTUP_TIMEOUT, STOP_TIMEOUT, free_port
 
-BINDINGS = ["JSONRPC", "HTTP+JSON"]
+BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
 binding_param = pytest.mark.parametrize("binding", BINDINGS)
+#: What only the HTTP bindings have: an endpoint URL, SSE event ids, requests through httpx.
+json_binding_param = pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
 #: Where each binding's calls go on an a2a-trio mount at the root.
 ENDPOINTS = {"JSONRPC": "/jsonrpc", "HTTP+JSON": "/rest"}
 #: Every scenario is bounded as a whole: a hang is a failure, not a stuck suite.
@@ -122,13 +124,36 @@ async def finished_task(client: A2AClient, text: str = "echo done", **options: A
 # --- connecting -----------------------------------------------------------------------
 
 
-@binding_param
+@json_binding_param
 async def test_connect_uses_the_preferred_binding_the_card_offers(
     tmp_path: Path, binding: str
 ) -> None:
     async with client_of(tmp_path, binding) as (server, client):
         assert client.interface.url == server.url + ENDPOINTS[binding]
         assert client.card.name == make_card().name
+
+
+async def test_grpc_connects_to_the_host_and_port_the_card_names(tmp_path: Path) -> None:
+    async with client_of(tmp_path, "GRPC") as (server, client):
+        assert client.interface.url == server.url.removeprefix("http://")
+        assert client.interface.tenant is None  # the root agent
+        assert (await client.send_message("echo over h2")).id  # type: ignore[union-attr]
+
+
+async def test_grpc_names_the_agent_by_the_tenant_of_its_interface(tmp_path: Path) -> None:
+    def mount(app: A2AApp) -> None:
+        app.mount("", card=make_card(name="Root"), executor=ScriptedExecutor(), name="root")
+        app.mount("/team", card=make_card(name="Team"), executor=ScriptedExecutor(), name="team")
+
+    async with (
+        live_server(tmp_path, mount) as server,
+        await A2AClient.connect(server.url + "/team", prefer=["GRPC"]) as client,
+    ):
+        assert client.interface.tenant == "team"
+        task = await client.send_message("echo team")
+        assert isinstance(task, Task)
+        body = await server.jsonrpc("GetTask", {"id": task.id}, prefix="/team")
+        assert body["result"]["id"] == task.id
 
 
 async def test_connect_prefers_jsonrpc_when_not_told_otherwise(tmp_path: Path) -> None:
@@ -152,10 +177,10 @@ async def test_connect_accepts_the_card_url_itself(tmp_path: Path, binding: str)
 @pytest.mark.parametrize(
     "offered",
     [
-        [("GRPC", "1.0")],
+        [("WEBSOCKET", "1.0")],
         [("JSONRPC", "0.3"), ("HTTP+JSON", "0.3")],
     ],
-    ids=["grpc-only", "version-0.3-only"],
+    ids=["unknown-binding-only", "version-0.3-only"],
 )
 async def test_a_card_with_no_interface_the_client_speaks_is_a_value_error(
     tmp_path: Path, offered: list[tuple[str, str]]
@@ -197,7 +222,8 @@ async def test_streaming_send_yields_every_event_as_it_happens(
         events = [event async for event in client.send("echo hello", stream=True)]
         assert all(isinstance(event, StreamResponse) for event in events)
         assert kinds(events) == ["task SUBMITTED", "status WORKING", "artifact", "status COMPLETED"]
-        assert client.last_event_id is not None
+        # SSE events carry ids to resume after; gRPC messages have none.
+        assert (client.last_event_id is None) == (binding == "GRPC")
 
 
 @binding_param
@@ -368,7 +394,7 @@ async def test_subscribe_gives_the_snapshot_then_the_follow_ups_events_until_com
         ]
 
 
-@binding_param
+@json_binding_param
 async def test_subscribe_resumes_after_the_last_event_id(tmp_path: Path, binding: str) -> None:
     async with client_of(tmp_path, binding) as (_, client):
         question = await task_of(client, "ask me")
@@ -383,7 +409,7 @@ async def test_subscribe_resumes_after_the_last_event_id(tmp_path: Path, binding
         assert client.last_event_id == seen[-1][0]
 
 
-@binding_param
+@json_binding_param
 async def test_resuming_after_the_final_event_yields_nothing(tmp_path: Path, binding: str) -> None:
     async with client_of(tmp_path, binding) as (_, client):
         question = await task_of(client, "ask me")
@@ -476,7 +502,7 @@ async def test_get_extended_card_returns_the_extended_card(tmp_path: Path, bindi
 # --- headers, versions, authentication --------------------------------------------------------
 
 
-@binding_param
+@json_binding_param
 async def test_every_request_carries_a2a_version_1_0(tmp_path: Path, binding: str) -> None:
     seen: list[tuple[str, str | None]] = []
 

@@ -1,10 +1,12 @@
 """The official a2a-sdk client against a live a2a-trio server process, on both bindings.
 
-The server is ``hypercorn --worker-class trio tests.scripted_app:app`` in a
+The server is ``hypercorn --worker-class trio tests.sdk_app:app`` (the scripted
+agent with an extended card and webhooks to 127.0.0.1 allowed) in a
 subprocess on a free 127.0.0.1 port. The SDK client is asyncio, so each test is
 a plain function that runs its scenario with ``asyncio.run`` (pytest-trio's
-trio mode only takes ``async def`` tests). Every scenario runs on JSON-RPC and
-on HTTP+JSON and expects the same answers from both.
+trio mode only takes ``async def`` tests). Every scenario runs on JSON-RPC,
+on HTTP+JSON and on gRPC (the SDK's grpcio client over HTTP/2 cleartext, to
+the same port) and expects the same answers from all three.
 """
 
 from __future__ import annotations
@@ -17,12 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import grpc
 import httpx
 import pytest
-from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, Client, ClientCallContext, ClientConfig, ClientFactory
+from a2a.client.errors import A2AClientTimeoutError
 from a2a.types import (
+    AgentCard,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
@@ -32,6 +41,7 @@ from a2a.types import (
     StreamResponse,
     SubscribeToTaskRequest,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
@@ -39,7 +49,7 @@ from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from .servers import ServerProcess
 
 REPO = Path(__file__).resolve().parent.parent
-APP = "tests.scripted_app:app"
+APP = "tests.sdk_app:app"
 CARD_PATH = "/.well-known/agent-card.json"
 STARTUP_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
@@ -57,7 +67,7 @@ T = TypeVar("T")
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     directory = tmp_path_factory.mktemp("sdk-interop")
-    process = ServerProcess.start(directory / "a2a.db", directory / "server.log")
+    process = ServerProcess.start(directory / "a2a.db", directory / "server.log", app=APP)
     try:
         yield process
     finally:
@@ -66,8 +76,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 # --- the SDK client ---------------------------------------------------------------
 
-BINDINGS = ["JSONRPC", "HTTP+JSON"]
-#: Where each binding's requests go, relative to the server (the card says so).
+BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
+#: Where each binding's requests go, relative to the server (the card says so);
+#: gRPC calls go over the SDK's grpcio channel, never through httpx.
 ENDPOINTS = {"JSONRPC": "/jsonrpc", "HTTP+JSON": "/rest/"}
 
 binding_param = pytest.mark.parametrize("binding", BINDINGS)
@@ -96,7 +107,10 @@ async def sdk_clients(base_url: str, binding: str) -> AsyncIterator[SdkClients]:
 
         def create(*, streaming: bool) -> Client:
             config = ClientConfig(
-                httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding]
+                httpx_client=http,
+                streaming=streaming,
+                supported_protocol_bindings=[binding],
+                grpc_channel_factory=grpc.aio.insecure_channel,
             )
             return ClientFactory(config).create(card)
 
@@ -116,6 +130,9 @@ def run(server: ServerProcess, binding: str, scenario: Callable[[SdkClients], Aw
             async with sdk_clients(server.url, binding) as clients:
                 result = await scenario(clients)
         protocol_paths = [path for path in clients.paths if path != CARD_PATH]
+        if binding == "GRPC":
+            assert protocol_paths == [], "a gRPC scenario called the JSON bindings"
+            return result
         assert protocol_paths, "the scenario made no protocol request"
         assert all(path.startswith(ENDPOINTS[binding]) for path in protocol_paths), protocol_paths
         return result
@@ -323,7 +340,8 @@ def test_get_of_an_unknown_task_raises_task_not_found(server: ServerProcess, bin
         return raised.value
 
     error = run(server, binding, scenario)
-    assert error.data == {"taskId": "no-such-task"}
+    # The SDK's gRPC transport keeps the ErrorInfo's reason, not its metadata.
+    assert error.data == (None if binding == "GRPC" else {"taskId": "no-such-task"})
 
 
 @binding_param
@@ -337,4 +355,90 @@ def test_cancel_of_a_completed_task_raises_not_cancelable(
         return done, raised.value
 
     done, error = run(server, binding, scenario)
-    assert error.data == {"taskId": done.id, "state": "TASK_STATE_COMPLETED"}
+    expected = {"taskId": done.id, "state": "TASK_STATE_COMPLETED"}
+    assert error.data == (None if binding == "GRPC" else expected)
+
+
+@binding_param
+def test_push_configs_are_created_read_listed_and_deleted(
+    server: ServerProcess, binding: str
+) -> None:
+    async def scenario(
+        clients: SdkClients,
+    ) -> tuple[TaskPushNotificationConfig, TaskPushNotificationConfig, list[str], list[str]]:
+        client = clients.blocking
+        held = await send_returning_immediately(client, "hold for webhooks")
+        try:
+            created = await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(
+                    task_id=held.id, url="http://127.0.0.1:9/hook", token="t0ken"
+                )
+            )
+            got = await client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=held.id, id=created.id)
+            )
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=held.id)
+            )
+            await client.delete_task_push_notification_config(
+                DeleteTaskPushNotificationConfigRequest(task_id=held.id, id=created.id)
+            )
+            after = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=held.id)
+            )
+        finally:
+            await client.cancel_task(CancelTaskRequest(id=held.id))
+        return (
+            created,
+            got,
+            [config.id for config in listed.configs],
+            [config.id for config in after.configs],
+        )
+
+    created, got, listed, after = run(server, binding, scenario)
+    assert created.id and created.url == "http://127.0.0.1:9/hook" and created.token == "t0ken"
+    assert got == created
+    assert listed == [created.id]
+    assert after == []
+
+
+@binding_param
+def test_the_extended_card_is_the_configured_one(server: ServerProcess, binding: str) -> None:
+    async def scenario(clients: SdkClients) -> AgentCard:
+        return await clients.blocking.get_extended_agent_card(GetExtendedAgentCardRequest())
+
+    card = run(server, binding, scenario)
+    assert card.name == "Test Agent (extended)"
+    assert [i.protocol_binding for i in card.supported_interfaces] == [
+        "JSONRPC",
+        "HTTP+JSON",
+        "GRPC",
+    ]
+
+
+def test_a_grpc_deadline_that_expires_ends_the_call_and_not_the_task(
+    server: ServerProcess,
+) -> None:
+    async def scenario(clients: SdkClients) -> tuple[list[Task], Task]:
+        request = SendMessageRequest(message=user_message("hold past the deadline"))
+        with pytest.raises(A2AClientTimeoutError):
+            async for _ in clients.blocking.send_message(
+                request, context=ClientCallContext(timeout=0.5)
+            ):
+                pass
+        listed = await clients.blocking.list_tasks(
+            ListTasksRequest(page_size=100, history_length=1)
+        )
+        held = [
+            task
+            for task in listed.tasks
+            if task.history and task.history[0].parts[0].text == "hold past the deadline"
+        ]
+        canceled = await clients.blocking.cancel_task(CancelTaskRequest(id=held[0].id))
+        return held, canceled
+
+    held, canceled = run(server, "GRPC", scenario)
+    [task] = held
+    # The deadline (grpc-timeout) ended the call; the task ran on in the host.
+    assert task.status.state == TaskState.TASK_STATE_WORKING
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED

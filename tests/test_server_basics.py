@@ -15,7 +15,7 @@ def mount_scripted(app: A2AApp) -> None:
     app.mount("", card=make_card(), executor=ScriptedExecutor())
 
 
-async def test_card_lists_both_bindings_of_the_mount(tmp_path: Path) -> None:
+async def test_card_lists_the_three_bindings_of_the_mount(tmp_path: Path) -> None:
     async with live_server(tmp_path, mount_scripted) as server:
         response = await server.client.get("/.well-known/agent-card.json")
         assert response.status_code == 200
@@ -23,7 +23,21 @@ async def test_card_lists_both_bindings_of_the_mount(tmp_path: Path) -> None:
         assert [(i["protocolBinding"], i["url"]) for i in interfaces] == [
             ("JSONRPC", f"{server.url}/jsonrpc"),
             ("HTTP+JSON", f"{server.url}/rest"),
+            ("GRPC", server.url.removeprefix("http://")),
         ]
+        assert "tenant" not in interfaces[2]  # the root agent: an empty tenant
+
+
+async def test_card_of_an_agent_without_grpc_lists_the_json_bindings_only(
+    tmp_path: Path,
+) -> None:
+    def mount(app: A2AApp) -> None:
+        app.mount("/quiet", card=make_card(), executor=ScriptedExecutor(), grpc=False)
+
+    async with live_server(tmp_path, mount) as server:
+        response = await server.client.get("/quiet/.well-known/agent-card.json")
+        interfaces = response.json()["supportedInterfaces"]
+        assert [i["protocolBinding"] for i in interfaces] == ["JSONRPC", "HTTP+JSON"]
 
 
 async def test_send_message_blocks_until_the_task_completes_on_jsonrpc(tmp_path: Path) -> None:

@@ -16,12 +16,13 @@ import trio
 
 from ..client import A2AClient, text_of
 from ..protocol import A2AError, ProtoModel, SendMessageConfiguration, StreamResponse, TaskState
+from ..protocol.grpc_wire import GrpcError
 from ..server.cards import card_problems
 
 __all__ = ["cancel", "discover", "get", "list_tasks", "send", "subscribe"]
 
 T = TypeVar("T")
-BINDING_NAMES = {"jsonrpc": "JSONRPC", "rest": "HTTP+JSON"}
+BINDING_NAMES = {"jsonrpc": "JSONRPC", "rest": "HTTP+JSON", "grpc": "GRPC"}
 
 
 def _connection(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -50,7 +51,7 @@ def _run(function: Callable[..., Awaitable[T]]) -> Callable[..., T]:
         except A2AError as error:
             click.echo(f"error {error.code} {type(error).__name__}: {error.message}", err=True)
             raise SystemExit(1) from None
-        except (httpx.HTTPError, ValueError) as error:
+        except (httpx.HTTPError, GrpcError, ValueError) as error:
             click.echo(f"error: {error}", err=True)
             raise SystemExit(1) from None
 
@@ -59,7 +60,7 @@ def _run(function: Callable[..., Awaitable[T]]) -> Callable[..., T]:
 
 async def _connect(url: str, binding: str | None, headers: tuple[str, ...]) -> A2AClient:
     extra = _headers(headers)
-    prefer = [BINDING_NAMES[binding]] if binding else ["JSONRPC", "HTTP+JSON"]
+    prefer = [BINDING_NAMES[binding]] if binding else list(BINDING_NAMES.values())
     return await A2AClient.connect(url, prefer=prefer, headers=extra)
 
 

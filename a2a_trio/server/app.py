@@ -34,7 +34,15 @@ from .asgi import (
 )
 from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
-from .cards import CardSource, ServedCard, card_response, import_object, resolve_card
+from .cards import (
+    CardSource,
+    ServedCard,
+    card_response,
+    grpc_tenant,
+    import_object,
+    resolve_card,
+)
+from .grpc_binding import is_grpc, serve_grpc
 from .health import HEALTH_PATH, liveness, readiness
 from .mount import AgentMount, Authenticate
 
@@ -190,6 +198,7 @@ class A2AApp(QuartTrio):
         authenticate: Authenticate | None = None,
         compat_v0_3: bool = True,
         execution: Literal["inline", "queued"] = "inline",
+        grpc: bool = True,
     ) -> AgentMount:
         """Serve an agent under ``prefix``.
 
@@ -217,6 +226,10 @@ class A2AApp(QuartTrio):
         worker`` processes instead of the process a message reaches, when
         several processes share the database (PostgreSQL); on SQLite it runs
         them here, as ``"inline"`` does (docs/deployment.md, "Queue workers").
+
+        ``grpc`` (the default) serves the gRPC binding too, on the same port
+        over HTTP/2, and lists it in the card; the agent's tenant there is
+        its prefix without the leading slash (docs/protocol.md).
         """
         if execution not in ("inline", "queued"):
             raise ValueError(f"execution must be 'inline' or 'queued', not {execution!r}")
@@ -268,6 +281,7 @@ class A2AApp(QuartTrio):
                 prefix,
                 max_age=self.a2a_settings.card_max_age,
                 signer=self.card_signer,
+                grpc=grpc,
             ),
             host=host,
             well_known=owns_root,
@@ -277,6 +291,7 @@ class A2AApp(QuartTrio):
             challenge=card_guard.challenge(),
             signer=self.card_signer,
             compat_v0_3=compat_v0_3,
+            grpc=grpc,
         )
         self.mounts[name] = mount
         if owns_root:
@@ -353,6 +368,9 @@ class A2AApp(QuartTrio):
             await self._serve_lifespan(scope, receive, send)
             return
         if scope["type"] == "http":
+            if is_grpc(scope):
+                await serve_grpc(scope, receive, send, self._grpc_mount, self.a2a_settings)
+                return
             route = self._protocol_route(scope["path"])
             if route is not None:
                 await self._serve_protocol(route, scope, receive, send)
@@ -362,6 +380,18 @@ class A2AApp(QuartTrio):
                 await self._serve_card(*card_route, scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+    def _grpc_mount(self, tenant: str) -> AgentMount | None:
+        """The agent a gRPC call's ``tenant`` names: by prefix, by name, or the root's."""
+        tenant = tenant.strip("/")
+        candidates = [m for m in self.mounts.values() if m.grpc]
+        for mount in candidates:
+            if grpc_tenant(mount.prefix) == tenant:
+                return mount
+        if tenant:
+            return next((m for m in candidates if m.name == tenant), None)
+        owner = self._root_card_owner
+        return owner if owner is not None and owner.grpc else None
 
     async def _serve_card(
         self, mount: AgentMount, v0_3: bool, scope: Any, receive: Any, send: Any

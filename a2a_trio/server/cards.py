@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..protocol import PROTOCOL_VERSION, AgentCard, AgentInterface
 from ..protocol.compat_v0_3 import card_for_both
@@ -35,6 +36,7 @@ CardSource = AgentCard | Mapping[str, Any] | Callable[[], Any] | str | object
 
 JSONRPC_BINDING = "JSONRPC"
 HTTP_JSON_BINDING = "HTTP+JSON"
+GRPC_BINDING = "GRPC"
 
 
 def import_object(path: str) -> Any:
@@ -68,10 +70,30 @@ def resolve_card(source: CardSource) -> AgentCard:
     raise TypeError(f"cannot make an Agent Card from {type(source).__name__}")
 
 
-def interfaces_for(base_url: str, prefix: str) -> list[AgentInterface]:
-    """The interfaces a mount at ``prefix`` serves, JSON-RPC first."""
+def grpc_target(base_url: str) -> str:
+    """``host:port`` of ``base_url``: what a gRPC channel is opened to.
+
+    gRPC addresses a server, never a path: a path in ``base_url`` (a public
+    URL under a proxy's prefix) has no place here, and the agent is named by
+    its tenant instead (see :mod:`a2a_trio.server.grpc_binding`).
+    """
+    parts = urlsplit(base_url)
+    host = parts.hostname or "localhost"
+    if ":" in host:
+        host = f"[{host}]"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{host}:{port}"
+
+
+def grpc_tenant(prefix: str) -> str:
+    """The tenant that names the agent mounted at ``prefix`` on the gRPC binding."""
+    return prefix.strip("/")
+
+
+def interfaces_for(base_url: str, prefix: str, *, grpc: bool = False) -> list[AgentInterface]:
+    """The interfaces a mount at ``prefix`` serves, JSON-RPC first, gRPC last when on."""
     root = base_url.rstrip("/") + prefix
-    return [
+    interfaces = [
         AgentInterface(
             url=f"{root}/jsonrpc",
             protocol_binding=JSONRPC_BINDING,
@@ -83,6 +105,16 @@ def interfaces_for(base_url: str, prefix: str) -> list[AgentInterface]:
             protocol_version=PROTOCOL_VERSION,
         ),
     ]
+    if grpc:
+        interfaces.append(
+            AgentInterface(
+                url=grpc_target(base_url),
+                protocol_binding=GRPC_BINDING,
+                tenant=grpc_tenant(prefix) or None,
+                protocol_version=PROTOCOL_VERSION,
+            )
+        )
+    return interfaces
 
 
 def card_document(card: AgentCard, signer: CardSigner | None, *, v0_3: bool) -> dict[str, Any]:
@@ -141,6 +173,8 @@ class ServedCard:
     prefix: str
     max_age: int = 300
     signer: CardSigner | None = None
+    #: The agent answers on the gRPC binding: its card lists the GRPC interface.
+    grpc: bool = False
     last_modified: datetime = field(
         default_factory=lambda: datetime.now(UTC).replace(microsecond=0)
     )
@@ -152,7 +186,7 @@ class ServedCard:
         if self.card.supported_interfaces:
             return self.card
         return self.card.model_copy(
-            update={"supported_interfaces": interfaces_for(base_url, self.prefix)}
+            update={"supported_interfaces": interfaces_for(base_url, self.prefix, grpc=self.grpc)}
         )
 
     def served(self, base_url: str) -> AgentCard:
@@ -198,6 +232,8 @@ def card_response(
     return 200, body, headers
 
 
+#: A gRPC interface's address: ``host:port`` (a gRPC target), or an http(s) URL.
+_GRPC_TARGET = re.compile(r"^(https?://\S+|(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):\d{1,5})$")
 _MEDIA_TYPE = re.compile(r"^[A-Za-z0-9][\w!#$&^.+-]*/[A-Za-z0-9*][\w!#$&^.+*-]*(\s*;.*)?$")
 
 
@@ -218,9 +254,14 @@ def card_problems(card: AgentCard) -> list[str]:
         problems.append("supportedInterfaces: at least one interface is required")
     for index, interface in enumerate(card.supported_interfaces or []):
         where = f"supportedInterfaces[{index}]"
-        if not interface.url.startswith(("http://", "https://")):
+        if interface.protocol_binding == GRPC_BINDING:
+            if not _GRPC_TARGET.match(interface.url):
+                problems.append(
+                    f"{where}.url: {interface.url!r} is neither host:port nor an http(s) URL"
+                )
+        elif not interface.url.startswith(("http://", "https://")):
             problems.append(f"{where}.url: {interface.url!r} is not an http(s) URL")
-        if interface.protocol_binding not in (JSONRPC_BINDING, HTTP_JSON_BINDING, "GRPC"):
+        if interface.protocol_binding not in (JSONRPC_BINDING, HTTP_JSON_BINDING, GRPC_BINDING):
             problems.append(f"{where}.protocolBinding: {interface.protocol_binding!r} is unknown")
         if not re.match(r"^\d+\.\d+$", interface.protocol_version):
             problems.append(

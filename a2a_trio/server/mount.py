@@ -58,6 +58,8 @@ class AgentMount:
     signer: CardSigner | None = None
     #: Serve protocol 0.3 too: its method names and paths, and its card keys.
     compat_v0_3: bool = True
+    #: Serve the gRPC binding too (A2AService, by this agent's tenant).
+    grpc: bool = True
     #: Signed extended cards by base URL, and the extended card they were made from.
     _signed_extended: dict[str, AgentCard] = field(default_factory=dict)
     _signed_from: AgentCard | None = None

@@ -25,9 +25,10 @@ JSON = dict[str, Any]
 def _interfaces_for_v0_3(card: AgentCard) -> list[AgentInterface]:
     interfaces = card.supported_interfaces or []
     declared = [i for i in interfaces if i.protocol_version.startswith("0.3")]
-    # The server answers 0.3 on the endpoints it serves 1.0 on (it tells the
-    # versions apart per request), so without 0.3 entries every one counts.
-    chosen = declared or interfaces
+    # The server answers 0.3 on the JSON endpoints it serves 1.0 on (it tells
+    # the versions apart per request), so without 0.3 entries each of those
+    # counts; not gRPC, whose 0.3 service (package a2a.v1) is not served.
+    chosen = declared or [i for i in interfaces if i.protocol_binding != "GRPC"]
     unique: dict[tuple[str, str], AgentInterface] = {}
     for interface in chosen:
         unique.setdefault((interface.url, interface.protocol_binding), interface)
