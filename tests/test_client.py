@@ -56,6 +56,9 @@ from .servers import CARD_PATH, REPO, STARTUP_TIMEOUT, STOP_TIMEOUT, free_port
 
 BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
 binding_param = pytest.mark.parametrize("binding", BINDINGS)
+#: The bindings the reference server (the a2a-sdk app below) offers.
+REFERENCE_BINDINGS = ["JSONRPC", "HTTP+JSON"]
+reference_binding_param = pytest.mark.parametrize("binding", REFERENCE_BINDINGS)
 #: What only the HTTP bindings have: an endpoint URL, SSE event ids, requests through httpx.
 json_binding_param = pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
 #: Where each binding's calls go on an a2a-trio mount at the root.
@@ -740,14 +743,13 @@ async def reference_client(url: str, binding: str) -> AsyncIterator[A2AClient]:
     with trio.fail_after(SCENARIO_TIMEOUT):
         async with await A2AClient.connect(url, prefer=BINDINGS) as probe:
             offered = {i.protocol_binding for i in probe.card.supported_interfaces or []}
-        if binding not in offered:
-            pytest.skip(f"the reference server's card does not offer {binding}")
+        assert binding in offered, f"the reference server's card does not offer {binding}"
         async with await A2AClient.connect(url, prefer=[binding]) as client:
             assert client.interface.protocol_binding == binding
             yield client
 
 
-@binding_param
+@reference_binding_param
 async def test_reference_blocking_send(reference_server: str, binding: str) -> None:
     async with reference_client(reference_server, binding) as client:
         events = [event async for event in client.send("hello")]
@@ -755,7 +757,7 @@ async def test_reference_blocking_send(reference_server: str, binding: str) -> N
         assert text_of(events[0]) == "echo: hello"
 
 
-@binding_param
+@reference_binding_param
 async def test_reference_streaming_send(reference_server: str, binding: str) -> None:
     async with reference_client(reference_server, binding) as client:
         events = [event async for event in client.send("hello", stream=True)]
@@ -763,7 +765,7 @@ async def test_reference_streaming_send(reference_server: str, binding: str) -> 
         assert text_of(events[2]) == "echo: hello"
 
 
-@binding_param
+@reference_binding_param
 async def test_reference_get_task(reference_server: str, binding: str) -> None:
     async with reference_client(reference_server, binding) as client:
         sent = await finished_task(client, "fetch me")
@@ -775,7 +777,7 @@ async def test_reference_get_task(reference_server: str, binding: str) -> None:
             await client.get_task(str(uuid.uuid4()))
 
 
-@binding_param
+@reference_binding_param
 async def test_reference_list_tasks(reference_server: str, binding: str) -> None:
     async with reference_client(reference_server, binding) as client:
         context = str(uuid.uuid4())
@@ -795,7 +797,7 @@ async def test_reference_list_tasks(reference_server: str, binding: str) -> None
         assert {task.id for task in completed.tasks} == sent
 
 
-@binding_param
+@reference_binding_param
 async def test_reference_cancel_task(reference_server: str, binding: str) -> None:
     async with reference_client(reference_server, binding) as client:
         slow = await client.send_message(
@@ -808,7 +810,7 @@ async def test_reference_cancel_task(reference_server: str, binding: str) -> Non
             await client.cancel_task(slow.id)
 
 
-@binding_param
+@reference_binding_param
 async def test_reference_subscribe_follows_a_task_to_completion(
     reference_server: str, binding: str
 ) -> None:
@@ -826,7 +828,7 @@ async def test_reference_subscribe_follows_a_task_to_completion(
         assert {event_id for event_id, _ in seen} == {None}
 
 
-@binding_param
+@reference_binding_param
 async def test_reference_subscribe_to_a_final_task_is_unsupported(
     reference_server: str, binding: str
 ) -> None:
@@ -837,7 +839,7 @@ async def test_reference_subscribe_to_a_final_task_is_unsupported(
                 pass
 
 
-@binding_param
+@reference_binding_param
 async def test_reference_push_configs(reference_server: str, binding: str) -> None:
     async with reference_client(reference_server, binding) as client:
         task = await finished_task(client, "notify me")
