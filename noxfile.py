@@ -68,3 +68,14 @@ def bench(session: nox.Session) -> None:
     # The reference on PostgreSQL: the SDK's SQLAlchemy stores on asyncpg.
     session.install("-e", ".[bench]")
     session.run("python", "-m", "bench", *session.posargs)
+
+
+@nox.session(name="bench-cluster")
+def bench_cluster(session: nox.Session) -> None:
+    """Several processes on one PostgreSQL: nox -s bench-cluster -- [options].
+
+    Cross-process latency beside a2a-sdk 1.3's cluster mode, and SendMessage
+    throughput and CPU per request of 1 and 2 processes (bench/README.md).
+    """
+    session.install("-e", ".[bench]")
+    session.run("python", "-m", "bench.cluster", *session.posargs)
