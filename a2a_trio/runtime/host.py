@@ -274,12 +274,18 @@ class AgentHost:
             while True:
                 live.catch_up_again = False
                 cursor = live.feed.last_seq
-                events = await self.store.events_after(self.name, live.task_id, cursor)
+                # The task first, then its events: the events up to the task's
+                # sequence were committed with it, so all of them are read. (Read the
+                # other way round, events committed between the two reads were
+                # skipped: the feed moved to the task's sequence without them.)
+                # Events recorded after the task was read come with their own wake-up.
                 stored = await self.store.get_task(self.name, live.task_id, owner=None)
                 if stored is not None:
+                    events = await self.store.events_after(self.name, live.task_id, cursor)
                     items: list[FeedItem] = [
                         (e.seq, StreamResponse.model_validate_json(e.payload), e.payload)
                         for e in events
+                        if e.seq <= stored.last_seq
                     ]
                     live.feed.catch_up(items, stored.task, stored.last_seq)
                 if not live.catch_up_again:
