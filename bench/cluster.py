@@ -204,10 +204,9 @@ def _message(text: str) -> dict[str, Any]:
 
 def _status_text(result: dict[str, Any]) -> tuple[str | None, str]:
     """(state, message text) of a status update frame, or (None, "")."""
-    update = result.get("statusUpdate")
+    update = result.get("statusUpdate") or result.get("task")
     if update is None:
-        task = result.get("task")
-        return (task["status"]["state"] if task else None), ""
+        return None, ""
     status = update["status"]
     parts = (status.get("message") or {}).get("parts") or [{}]
     return status.get("state"), str(parts[0].get("text", ""))
@@ -221,6 +220,12 @@ class Subscription:
     arrivals: dict[int, float] = field(default_factory=dict)
     stamps: dict[int, float] = field(default_factory=dict)
     last_state: str | None = None
+    #: The tick in the status of the snapshot the stream began with (0: none yet).
+    snapshot_tick: int = 0
+
+    def missing(self, events: int) -> list[int]:
+        """Ticks after the snapshot's that never arrived."""
+        return sorted(set(range(self.snapshot_tick + 1, events + 1)) - set(self.arrivals))
 
 
 async def _subscribe(http: httpx.AsyncClient, url: str, task_id: str, into: Subscription) -> None:
@@ -242,7 +247,11 @@ async def _subscribe(http: httpx.AsyncClient, url: str, task_id: str, into: Subs
                 into.started = arrived
             into.last_state, text = _status_text(data["result"])
             tick = parse_tick(text)
-            if tick is not None:
+            if "task" in data["result"]:
+                # The snapshot a subscription starts with: ticks up to its own are
+                # not streamed (they were recorded before the subscription).
+                into.snapshot_tick = tick[0] if tick is not None else 0
+            elif tick is not None:
                 number, stamp = tick
                 if number in into.arrivals:
                     raise RuntimeError(f"tick {number} arrived twice on {url}")
@@ -300,8 +309,12 @@ async def _one_round(
         "events": events,
         "measured": len(measured),
         "before_subscription": len(remote.stamps) - len(measured),
-        "missing": events - len(remote.arrivals),
-        "missing_local": events - len(local.arrivals),
+        "snapshot_tick": remote.snapshot_tick,
+        "snapshot_tick_local": local.snapshot_tick,
+        "missing": len(remote.missing(events)),
+        "missing_local": len(local.missing(events)),
+        "missing_ticks": remote.missing(events),
+        "missing_ticks_local": local.missing(events),
         **_figures(latencies),
         "local": _figures(local_latencies),
         "remote_minus_local": _figures(extra),
