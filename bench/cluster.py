@@ -23,7 +23,9 @@ In one run, each configuration started fresh on a new database of its own
    balancer would split them; the wrk instances run at once and their verified
    responses are added. The CPU each request costs is the servers' CPU time
    (``utime + stime`` from ``/proc/PID/stat``, summed over the configuration's
-   processes) during the measured runs, divided by the verified responses.
+   processes) during the measured runs, divided by the verified responses;
+   PostgreSQL's is that of the backends connected to the configuration's
+   database (``pg_stat_activity``), measured the same way.
 
 A configuration is a list of :class:`Member` commands (:func:`running_members`
 starts any such list on one database); a later "2 web processes + 1 worker"
@@ -49,7 +51,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,7 +69,7 @@ from .common import (
     parse_tick,
     raise_nofile_limit,
 )
-from .postgres import DEFAULT_PG_URL, LocalPostgres, PostgresError, _children
+from .postgres import DEFAULT_PG_URL, LocalPostgres, PostgresError
 from .run import _cpu_model, _git_state, choose_cores, log, pinned_to, postgres_pinned
 from .servers import ServerKind, ServerProcess, ServerStartError, free_port
 from .wrk import WrkCase, run_wrk, wrk_version
@@ -153,10 +155,11 @@ def running_members(
     workdir: Path,
     core: int | None,
     prefix: str,
-) -> Iterator[list[ServerProcess]]:
+) -> Iterator[tuple[list[ServerProcess], str]]:
     """Start ``members`` one after another on a new database; stop them and drop it after.
 
     One at a time, so that the first creates the tables before the next starts.
+    Yields the started processes and the database's name.
     """
     name = postgres.create_database(prefix)
     database = postgres.url_for(name)
@@ -166,7 +169,7 @@ def running_members(
             started.append(_launch(member, database, workdir, core))
         if postgres.table_count(name) == 0:
             raise ServerStartError(f"the servers created no table in {name}")
-        yield started
+        yield started, name
     finally:
         for server in started:
             server.stop()
@@ -390,10 +393,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def postgres_cpu(postmaster: int) -> dict[int, float]:
-    """CPU seconds so far of the postmaster and each of its processes, by PID."""
+def postgres_cpu(backends: Callable[[], list[int]]) -> dict[int, float]:
+    """CPU seconds so far of each backend serving the configuration's database, by PID."""
     found = {}
-    for pid in [postmaster, *_children(postmaster)]:
+    for pid in backends():
         with contextlib.suppress(OSError):
             found[pid] = cpu_seconds(pid)
     return found
@@ -417,17 +420,17 @@ def measure_throughput(
     servers: Sequence[ServerProcess],
     web: Sequence[bool],
     settings: argparse.Namespace,
-    postmaster: int | None,
+    backends: Callable[[], list[int]],
 ) -> dict[str, Any]:
     targets = [server for server, is_web in zip(servers, web, strict=True) if is_web]
     _wrk_all(targets, settings.warmup, settings.client_core)
     runs = []
     for number in range(1, settings.runs + 1):
-        pg_before = postgres_cpu(postmaster) if postmaster else {}
+        pg_before = postgres_cpu(backends)
         before = [cpu_seconds(server.pid) for server in servers]
         results = _wrk_all(targets, settings.duration, settings.client_core)
         after = [cpu_seconds(server.pid) for server in servers]
-        pg_after = postgres_cpu(postmaster) if postmaster else {}
+        pg_after = postgres_cpu(backends)
         # A backend forked meanwhile counts from zero; one that exited meanwhile is lost.
         pg_cpu = sum(late - pg_before.get(pid, 0.0) for pid, late in pg_after.items())
         good = sum(int(result["good"]) for result in results)
@@ -644,20 +647,20 @@ def run_configuration(
     workdir: Path,
 ) -> dict[str, Any]:
     log(f"[{config.name}] {config.title}")
-    try:
-        postmaster: int | None = postgres.postmaster_pid()
-    except PostgresError:
-        postmaster = None  # not a PostgreSQL this harness can see: no database CPU
     entry: dict[str, Any] = {"measure": config.measure, "title": config.title}
     try:
         with running_members(
             config.members, postgres, workdir, args.server_core, args.db_prefix
-        ) as servers:
+        ) as (servers, database):
+
+            def backends() -> list[int]:
+                return postgres.backend_pids(database)
+
             if config.measure == "latency":
                 entry.update(measure_latency(servers, args))
             else:
                 web = [member.web for member in config.members]
-                entry.update(measure_throughput(servers, web, args, postmaster))
+                entry.update(measure_throughput(servers, web, args, backends))
     except Exception as error:
         entry.update({"status": "failed", "error": f"{type(error).__name__}: {error}"})
         log(f"  FAILED: {entry['error'].splitlines()[0]}")

@@ -187,6 +187,14 @@ class LocalPostgres:
             ).fetchone()
         return int(row[0]) if row else 0
 
+    def backend_pids(self, name: str) -> list[int]:
+        """The PIDs of the backends connected to database ``name`` right now."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s", (name,)
+            ).fetchall()
+        return [int(row[0]) for row in rows]
+
     def describe(self) -> dict[str, str]:
         """Version and the settings that shape write throughput, for the report."""
         names = (
