@@ -11,8 +11,11 @@ In one run, each configuration started fresh on a new database of its own
    before it is enqueued; B's frames are stamped with ``time.time()`` when their
    ``data:`` line is read. Latency = arrival - stamp: the enqueue, A's commit
    (and NOTIFY), B's wake-up and read from the log, and the SSE frame to the
-   client. The clock is the same (one machine). Ticks enqueued before B's first
-   frame (the subscription's start) are left out.
+   client. The clock is the same (one machine). A second subscription, on A
+   itself, shows the same path without the second process ("on A": enqueue,
+   commit, local fan-out) and, per tick, what B adds (B - A). Ticks enqueued
+   before both streams' first frames are left out; a tick after a stream's
+   opening snapshot that never arrives is reported as missing.
 2. **The same for a2a-sdk 1.3's cluster mode**: two
    :mod:`bench.reference_cluster_server` replicas (``VersionedDatabaseTaskStore``
    + ``DatabaseTaskEventStream`` with its default 0.5 s poll) on one database.
