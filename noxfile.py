@@ -121,3 +121,14 @@ def protos(session: nox.Session) -> None:
         1,
     )
     generated.write_text(text)
+
+
+@nox.session(name="bench-cluster")
+def bench_cluster(session: nox.Session) -> None:
+    """Several processes on one PostgreSQL: nox -s bench-cluster -- [options].
+
+    Cross-process latency beside a2a-sdk 1.3's cluster mode, and SendMessage
+    throughput and CPU per request of 1 and 2 processes (bench/README.md).
+    """
+    session.install("-e", ".[bench]")
+    session.run("python", "-m", "bench.cluster", *session.posargs)

@@ -42,12 +42,27 @@ VERSION_HEADER = "A2A-Version"
 
 #: A message whose text starts with this keeps its task WORKING until cancelled.
 HOLD_PREFIX = "hold"
+#: ``tick N INTERVAL_MS DELAY_MS`` (the cluster bench's servers): N timestamped status updates.
+TICK_PREFIX = "tick"
 #: The text every load request sends; the echo artifact repeats it.
 ECHO_TEXT = "hello"
 
 COMPLETED = "TASK_STATE_COMPLETED"
 WORKING = "TASK_STATE_WORKING"
 SUBMITTED = "TASK_STATE_SUBMITTED"
+
+
+def tick_text(number: int, stamp: float) -> str:
+    """A tick's status message: its number and ``time.time()`` when it was enqueued."""
+    return f"{TICK_PREFIX} {number} {stamp:.6f}"
+
+
+def parse_tick(text: str) -> tuple[int, float] | None:
+    """(number, stamp) of a :func:`tick_text`, or None for any other text."""
+    words = text.split()
+    if len(words) != 3 or words[0] != TICK_PREFIX:
+        return None
+    return int(words[1]), float(words[2])
 
 
 def raise_nofile_limit() -> int:

@@ -151,9 +151,14 @@ class LocalPostgres:
         """The admin URL with ``database`` instead of its path (same user, host, query)."""
         return urlunsplit(self._parts._replace(path=f"/{database}"))
 
-    def create_database(self) -> str:
-        """A new empty database ``bench_<uuid hex>``; returns its name."""
-        name = f"{DATABASE_PREFIX}{uuid.uuid4().hex}"
+    def create_database(self, prefix: str = DATABASE_PREFIX) -> str:
+        """A new empty database ``<prefix><uuid hex>``; returns its name.
+
+        ``prefix`` must begin with ``bench_`` (only such databases are dropped).
+        """
+        if not prefix.startswith(DATABASE_PREFIX):
+            raise PostgresError(f"a bench database's name begins with {DATABASE_PREFIX!r}")
+        name = f"{prefix}{uuid.uuid4().hex}"
         with self.connect() as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return name
@@ -181,6 +186,14 @@ class LocalPostgres:
                 " WHERE schemaname NOT IN ('pg_catalog', 'information_schema')"
             ).fetchone()
         return int(row[0]) if row else 0
+
+    def backend_pids(self, name: str) -> list[int]:
+        """The PIDs of the backends connected to database ``name`` right now."""
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s", (name,)
+            ).fetchall()
+        return [int(row[0]) for row in rows]
 
     def describe(self) -> dict[str, str]:
         """Version and the settings that shape write throughput, for the report."""

@@ -7,6 +7,7 @@ it on the same database (``A2A_TRIO_DATABASE``) with a short lease
 sees what ran where and when.
 
 ``tick N``  WORKING, then N progress updates 50 ms apart, then COMPLETED
+``burst N`` WORKING, then N progress updates 1 ms apart, then COMPLETED
 ``count``   INPUT_REQUIRED after 5 ms, each run noted (and any overlap with another
             run of the same task, in any process, as a violation); a follow-up ``count``
             runs again
@@ -61,6 +62,11 @@ class ClusterExecutor(AgentExecutor):
                 for n in range(int(rest or "3")):
                     await trio.sleep(0.05)
                     await updater.start_work(f"tick {n + 1}")
+                await updater.complete()
+            case "burst":
+                for n in range(int(rest)):
+                    await trio.sleep(0.001)
+                    await updater.start_work(f"burst {n + 1}")
                 await updater.complete()
             case "ask":
                 await updater.requires_input("And then?")

@@ -180,6 +180,31 @@ async def test_a_subscriber_on_one_process_sees_what_another_process_records(
     assert ids[1:] == [seq for (seq,) in logged if seq > ids[0]]
 
 
+async def test_a_subscriber_on_another_process_misses_none_of_a_burst_of_updates(
+    cluster: Cluster,
+) -> None:
+    # Updates 1 ms apart, each its own commit: the other process reads them back
+    # while more are being committed (it once skipped the events committed between
+    # its read of the log and its read of the task).
+    a, b, _ = cluster.processes
+    for _ in range(3):
+        task = await start_task(a, "burst 150")
+        received = await frames(b, "SubscribeToTask", {"id": task["id"]})
+        assert state_of(received[-1][1]) == "TASK_STATE_COMPLETED"
+        texts = [
+            result["statusUpdate"]["status"]["message"]["parts"][0]["text"]
+            for _, result in received
+            if "statusUpdate" in result and "message" in result["statusUpdate"]["status"]
+        ]
+        first = int(texts[0].split()[1]) if texts else 151
+        assert texts == [f"burst {n}" for n in range(first, 151)], "every update, once, in order"
+        ids = [int(event_id) for event_id, _ in received if event_id is not None]
+        logged = rows(
+            cluster.database, "SELECT seq FROM task_events WHERE task_id = %s", task["id"]
+        )
+        assert ids[1:] == [seq for (seq,) in logged if seq > ids[0]]
+
+
 async def test_a_task_paused_on_one_process_continues_on_another_with_its_id_alone(
     cluster: Cluster,
 ) -> None:
