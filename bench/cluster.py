@@ -31,7 +31,7 @@ In one run, each configuration started fresh on a new database of its own
    database (``pg_stat_activity``), measured the same way.
 
 A configuration is a list of :class:`Member` commands (:func:`running_members`
-starts any such list on one database); a later "2 web processes + 1 worker"
+starts any such list on one database); the "2 web processes + 1 worker"
 row is one more entry in :data:`THROUGHPUT_CONFIGURATIONS` whose worker member
 has ``web=False`` (started, watched and measured, but given no wrk).
 
@@ -524,6 +524,16 @@ THROUGHPUT_CONFIGURATIONS: tuple[Configuration, ...] = (
         "send-2-processes",
         "a2a-trio, 2 processes on one database: SendMessage, c=8 + 8",
         (Member("trio-1", TRIO_KIND), Member("trio-2", TRIO_KIND)),
+        "throughput",
+    ),
+    Configuration(
+        "send-2-web-1-worker",
+        "a2a-trio, 2 web processes (agent queued) + 1 worker: SendMessage, c=8 + 8",
+        (
+            Member("web-1", TRIO_KIND, extra_args=("queued",)),
+            Member("web-2", TRIO_KIND, extra_args=("queued",)),
+            Member("worker", TRIO_KIND, web=False, extra_args=("worker",)),
+        ),
         "throughput",
     ),
 )

@@ -1,4 +1,8 @@
-"""a2a-trio for the cluster bench: ``python -m bench.cluster_server PORT PG_URL``.
+"""a2a-trio for the cluster bench: ``python -m bench.cluster_server PORT PG_URL [MODE]``.
+
+MODE ``queued`` mounts the agent with ``execution="queued"`` (a web process:
+its executions run on workers); ``worker`` runs it as a queue worker
+(:meth:`A2AApp.work`, no HTTP; PORT is ignored).
 
 The bench agent of :mod:`bench.trio_server` (echo, ``hold``) plus ``tick``, on
 one PostgreSQL database that several such processes share (their cross-process
@@ -14,8 +18,10 @@ on another process's SSE stream.
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
+from typing import Literal
 
 import trio
 from hypercorn.config import Config
@@ -48,26 +54,43 @@ class ClusterBenchExecutor(BenchExecutor):
         await updater.complete()
 
 
-def build_app(database: str) -> A2AApp:
-    """The app on the shared database: the bench agent at the root."""
+def build_app(database: str, *, queued: bool = False) -> A2AApp:
+    """The app on the shared database: the bench agent at the root (queued, or inline)."""
     app = A2AApp(
         database=database,
         push_settings=PushSettings(allowed_hosts=("127.0.0.1",)),
     )
-    app.mount("", bench_card(), ClusterBenchExecutor())
+    execution: Literal["inline", "queued"] = "queued" if queued else "inline"
+    app.mount("", bench_card(), ClusterBenchExecutor(), execution=execution)
     return app
 
 
+async def work(database: str) -> None:
+    """A queue worker for the queued bench agent, until SIGTERM."""
+    app = build_app(database, queued=True)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(app.work)
+            async for _ in signals:
+                app.begin_shutdown()
+                break
+
+
 def main(argv: list[str]) -> None:
-    if len(argv) != 2:
-        raise SystemExit("usage: python -m bench.cluster_server PORT postgresql://...")
-    port, database = int(argv[0]), argv[1]
+    if len(argv) not in (2, 3) or argv[2:] not in ([], ["queued"], ["worker"]):
+        raise SystemExit(
+            "usage: python -m bench.cluster_server PORT postgresql://... [queued|worker]"
+        )
+    port, database, mode = int(argv[0]), argv[1], (argv[2:] or ["inline"])[0]
+    if mode == "worker":
+        trio.run(work, database)
+        return
     raise_nofile_limit()
     config = Config()
     config.bind = [f"127.0.0.1:{port}"]
     config.backlog = 4096
     config.accesslog = None
-    trio.run(serve, build_app(database), config)
+    trio.run(serve, build_app(database, queued=mode == "queued"), config)
 
 
 if __name__ == "__main__":
