@@ -97,30 +97,37 @@ class BenchExecutor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-def bench_card(port: int, grpc_port: int) -> AgentCard:
-    """The bench agent's card, with its three interfaces at this server's addresses."""
+def bench_card(port: int, grpc_port: int | None = None) -> AgentCard:
+    """The bench agent's card, with its interfaces at this server's addresses.
+
+    Without ``grpc_port`` (a server that serves no gRPC) it lists the two JSON bindings.
+    """
     base = f"http://127.0.0.1:{port}"
-    return AgentCard(
-        name=CARD_NAME,
-        description=CARD_DESCRIPTION,
-        version=CARD_VERSION,
-        supported_interfaces=[
-            AgentInterface(
-                url=f"{base}{JSONRPC_PATH}",
-                protocol_binding="JSONRPC",
-                protocol_version=PROTOCOL_VERSION,
-            ),
-            AgentInterface(
-                url=f"{base}{REST_PREFIX}",
-                protocol_binding="HTTP+JSON",
-                protocol_version=PROTOCOL_VERSION,
-            ),
+    interfaces = [
+        AgentInterface(
+            url=f"{base}{JSONRPC_PATH}",
+            protocol_binding="JSONRPC",
+            protocol_version=PROTOCOL_VERSION,
+        ),
+        AgentInterface(
+            url=f"{base}{REST_PREFIX}",
+            protocol_binding="HTTP+JSON",
+            protocol_version=PROTOCOL_VERSION,
+        ),
+    ]
+    if grpc_port is not None:
+        interfaces.append(
             AgentInterface(
                 url=f"127.0.0.1:{grpc_port}",
                 protocol_binding="GRPC",
                 protocol_version=PROTOCOL_VERSION,
-            ),
-        ],
+            )
+        )
+    return AgentCard(
+        name=CARD_NAME,
+        description=CARD_DESCRIPTION,
+        version=CARD_VERSION,
+        supported_interfaces=interfaces,
         capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         default_input_modes=list(MEDIA_TYPES),
         default_output_modes=list(MEDIA_TYPES),

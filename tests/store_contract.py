@@ -205,6 +205,18 @@ async def test_events_after_skips_what_was_already_seen(store: Store) -> None:
     assert await store.events_after(AGENT, "t-1", 3) == []
 
 
+async def test_task_since_reads_the_task_then_its_events_above_the_cursor(store: Store) -> None:
+    task = make_task("t-1")
+    await create(store, task)
+    await append(store, task)
+    await append(store, moved(task, TaskState.COMPLETED, T0))
+    stored, events = await store.task_since(AGENT, "t-1", 1)
+    assert stored is not None and stored.last_seq == 3
+    assert stored.state is TaskState.COMPLETED
+    assert [event.seq for event in events] == [2, 3]
+    assert await store.task_since(AGENT, "no-such-task", 0) == (None, [])
+
+
 #: JSON as a recorder might write it, with everything a re-serialiser would change:
 #: spacing, key order, a duplicate key, escapes, emoji, line and paragraph
 #: separators, a right-to-left mark, a combining accent and an escaped NUL.

@@ -102,10 +102,9 @@ class Membership:
         """
         store = self._host.store
         while True:
-            stored = await store.get_task(self.name, live.task_id, owner=None)
+            stored, events = await store.task_since(self.name, live.task_id, live.feed.last_seq)
             if stored is None:
                 return
-            events = await store.events_after(self.name, live.task_id, live.feed.last_seq)
             items: list[FeedItem] = [
                 (e.seq, StreamResponse.model_validate_json(e.payload), e.payload)
                 for e in events

@@ -88,6 +88,19 @@ class Store(ABC):
     async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
         """Streamed events of the task with a sequence number above ``seq``, in order."""
 
+    async def task_since(
+        self, agent: str, task_id: str, seq: int
+    ) -> tuple[StoredTask | None, list[LoggedEvent]]:
+        """The task, then its streamed events above ``seq`` (read after it: maybe more).
+
+        For a process reading back what another recorded; a backend may read
+        both in one round trip.
+        """
+        stored = await self.get_task(agent, task_id, owner=None)
+        if stored is None:
+            return None, []
+        return stored, await self.events_after(agent, task_id, seq)
+
     @abstractmethod
     async def list_tasks(
         self,

@@ -143,11 +143,7 @@ class PostgresStore(Store):
     async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
         if _unstorable(agent, task_id):
             return None
-        row = await self._fetchone(
-            "SELECT owner, snapshot::text, last_seq, context_id, state FROM tasks"
-            " WHERE agent = %s AND id = %s",
-            (agent, task_id),
-        )
+        row = await self._fetchone(_TASK, (agent, task_id))
         if row is None or (owner is not None and row[0] != owner):
             return None
         return read_task(agent, task_id, row)
@@ -155,12 +151,28 @@ class PostgresStore(Store):
     async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
         if _unstorable(agent, task_id):
             return []
-        rows = await self._fetchall(
-            "SELECT seq, kind, payload::text FROM task_events WHERE agent = %s AND task_id = %s"
-            " AND seq > %s AND kind = ANY(%s::text[]) ORDER BY seq",
-            (agent, task_id, seq, list(STREAMED_KINDS)),
-        )
+        rows = await self._fetchall(_EVENTS_AFTER, (agent, task_id, seq, list(STREAMED_KINDS)))
         return [LoggedEvent(int(r[0]), r[1], r[2]) for r in rows]
+
+    async def task_since(
+        self, agent: str, task_id: str, seq: int
+    ) -> tuple[StoredTask | None, list[LoggedEvent]]:
+        if _unstorable(agent, task_id):
+            return None, []
+
+        def read(conn: Connection) -> tuple[StoredTask | None, list[LoggedEvent]]:
+            # Two statements, one thread hop: the task, then the events (read
+            # committed: each statement sees what was committed when it began).
+            row = conn.execute(_TASK, (agent, task_id)).fetchone()
+            if row is None:
+                return None, []
+            events = conn.execute(
+                _EVENTS_AFTER, (agent, task_id, seq, list(STREAMED_KINDS))
+            ).fetchall()
+            logged = [LoggedEvent(int(r[0]), r[1], r[2]) for r in events]
+            return read_task(agent, task_id, row), logged
+
+        return await self._run(read)
 
     async def list_tasks(
         self,
@@ -447,6 +459,15 @@ def _unstorable(*keys: str) -> bool:
     """
     return any("\0" in key for key in keys)
 
+
+_TASK = (
+    "SELECT owner, snapshot::text, last_seq, context_id, state FROM tasks"
+    " WHERE agent = %s AND id = %s"
+)
+_EVENTS_AFTER = (
+    "SELECT seq, kind, payload::text FROM task_events WHERE agent = %s AND task_id = %s"
+    " AND seq > %s AND kind = ANY(%s::text[]) ORDER BY seq"
+)
 
 #: What prune counts, in the order its queries return them.
 _PRUNED = ("tasks", "events", "push_configs", "notifications", "attempts", "receipts")
