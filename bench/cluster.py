@@ -49,7 +49,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,7 +65,6 @@ import trio
 from .common import (
     JSONRPC_PATH,
     PROTOCOL_VERSION,
-    REPO,
     RESULTS_DIR,
     VERSION_HEADER,
     parse_tick,
@@ -74,7 +72,7 @@ from .common import (
 )
 from .postgres import DEFAULT_PG_URL, LocalPostgres, PostgresError
 from .run import _cpu_model, _git_state, choose_cores, log, pinned_to, postgres_pinned
-from .servers import ServerKind, ServerProcess, ServerStartError, free_port
+from .servers import ServerKind, ServerProcess, ServerStartError, free_port, spawn
 from .wrk import WrkCase, run_wrk, wrk_version
 
 __all__ = ["Member", "main", "running_members"]
@@ -119,24 +117,8 @@ class Member:
 def _launch(member: Member, database: str, workdir: Path, core: int | None) -> ServerProcess:
     port = free_port()
     log_path = workdir / f"{member.name}-{uuid.uuid4().hex[:8]}.log"
-    command = member.command(port, database)
-    if core is not None:
-        command = ["taskset", "-c", str(core), *command]
     env = {**os.environ, "A2A_TRIO_DATABASE": database}
-    handle = log_path.open("ab")
-    try:
-        process = subprocess.Popen(
-            command,
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except BaseException:
-        handle.close()
-        raise
+    process, handle = spawn(member.command(port, database), env, log_path, core)
     server = ServerProcess(member.kind, port, process, log_path, handle)
     try:
         if member.web:

@@ -211,6 +211,29 @@ class ServerProcess:
                     print(f"cleanup after {self.kind.name} failed: {error}", file=sys.stderr)
 
 
+def spawn(
+    command: list[str], env: dict[str, str], log_path: Path, core: int | None
+) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
+    """Start ``command`` in a session of its own (on ``core`` if given), logging to a file."""
+    if core is not None:
+        command = ["taskset", "-c", str(core), *command]
+    log = log_path.open("ab")
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        log.close()
+        raise
+    return process, log
+
+
 def start_server(
     kind: ServerKind,
     workdir: Path,
@@ -237,22 +260,9 @@ def start_server(
         cleanup = functools.partial(postgres.drop_database, name)
     else:
         database = str(workdir / f"{kind.name}-{tag}.db")
-    command = kind.command(port, database)
-    if core is not None:
-        command = ["taskset", "-c", str(core), *command]
-    log = log_path.open("ab")
     try:
-        process = subprocess.Popen(
-            command,
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        process, log = spawn(kind.command(port, database), env, log_path, core)
     except BaseException:
-        log.close()
         if cleanup is not None:
             cleanup()
         raise
