@@ -25,7 +25,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import uvicorn
 from a2a.helpers import get_message_text, new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import RequestContext
 from a2a.server.cluster import DatabaseTaskEventStream, VersionedDatabaseTaskStore
@@ -35,8 +34,8 @@ from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, c
 from a2a.server.tasks import TaskUpdater
 from starlette.applications import Starlette
 
-from .common import CARD_PATH, JSONRPC_PATH, REST_PREFIX, TICK_PREFIX, raise_nofile_limit, tick_text
-from .reference_server import BenchExecutor, bench_card, database_engine
+from .common import CARD_PATH, JSONRPC_PATH, REST_PREFIX, TICK_PREFIX, tick_text
+from .reference_server import BenchExecutor, bench_card, database_engine, run_uvicorn
 
 
 class ClusterBenchExecutor(BenchExecutor):
@@ -109,19 +108,7 @@ def main(argv: list[str]) -> None:
             "usage: python -m bench.reference_cluster_server PORT postgresql://... [--poll S]"
         )
     port, database = int(argv[0]), argv[1]
-    raise_nofile_limit()
-    uvicorn.run(
-        build_app(port, database, poll),
-        host="127.0.0.1",
-        port=port,
-        loop="uvloop",
-        http="httptools",
-        workers=1,
-        backlog=4096,
-        access_log=False,
-        log_level="warning",
-        lifespan="on",
-    )
+    run_uvicorn(build_app(port, database, poll), port)
 
 
 if __name__ == "__main__":

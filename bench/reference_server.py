@@ -250,9 +250,14 @@ def main(argv: list[str]) -> None:
         )
     port = int(argv[0])
     database = None if argv[1] == "--memory" else argv[1]
+    run_uvicorn(build_app(port, database, free_port()), port)
+
+
+def run_uvicorn(app: Any, port: int) -> None:
+    """Serve ``app`` on 127.0.0.1:``port`` as every reference server is (uvloop, httptools)."""
     raise_nofile_limit()
     uvicorn.run(
-        build_app(port, database, free_port()),
+        app,
         host="127.0.0.1",
         port=port,
         loop="uvloop",
