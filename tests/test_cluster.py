@@ -29,6 +29,8 @@ from .servers import ServerProcess
 from .webhooks import Reply, webhook_receiver
 
 VERSION = {"A2A-Version": "1.0"}
+#: A task's logged sequence numbers, in order.
+LOGGED_SEQS = "SELECT seq FROM task_events WHERE task_id = %s ORDER BY seq"
 LEASE_SECONDS = 2.0
 
 
@@ -176,7 +178,9 @@ async def test_a_subscriber_on_one_process_sees_what_another_process_records(
     ids = [int(event_id) for event_id, _ in received if event_id is not None]
     assert ids == sorted(set(ids)), "each event once, in log order"
     # Every event after the opening snapshot, none missed: the log has the same.
-    logged = rows(cluster.database, "SELECT seq FROM task_events WHERE task_id = %s", task["id"])
+    logged = rows(
+        cluster.database, "SELECT seq FROM task_events WHERE task_id = %s ORDER BY seq", task["id"]
+    )
     assert ids[1:] == [seq for (seq,) in logged if seq > ids[0]]
 
 
@@ -200,7 +204,9 @@ async def test_a_subscriber_on_another_process_misses_none_of_a_burst_of_updates
         assert texts == [f"burst {n}" for n in range(first, 151)], "every update, once, in order"
         ids = [int(event_id) for event_id, _ in received if event_id is not None]
         logged = rows(
-            cluster.database, "SELECT seq FROM task_events WHERE task_id = %s", task["id"]
+            cluster.database,
+            "SELECT seq FROM task_events WHERE task_id = %s ORDER BY seq",
+            task["id"],
         )
         assert ids[1:] == [seq for (seq,) in logged if seq > ids[0]]
 
@@ -280,7 +286,9 @@ async def test_a_subscriber_misses_nothing_when_its_process_loses_its_wake_ups(
     states = [state_of(result) for _, result in received]
     assert states[-1] == "TASK_STATE_COMPLETED"
     ids = [int(event_id) for event_id, _ in received if event_id is not None]
-    logged = rows(cluster.database, "SELECT seq FROM task_events WHERE task_id = %s", task["id"])
+    logged = rows(
+        cluster.database, "SELECT seq FROM task_events WHERE task_id = %s ORDER BY seq", task["id"]
+    )
     assert ids[1:] == [seq for (seq,) in logged if seq > ids[0]], "nothing missed, nothing twice"
 
 

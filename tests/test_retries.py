@@ -8,6 +8,7 @@ new work, as is the same message from another caller.
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +257,12 @@ async def test_a_stream_the_client_left_is_replayed_to_its_retry(
                 seen += line.startswith("data:")
                 if seen == 2:
                     break
+        # The server hears of the departure and keeps the receipt before the
+        # task goes on (under load that can take a while: the test waits for it).
+        with trio.fail_after(10):
+            since = datetime.now(UTC) - timedelta(minutes=1)
+            while not await server.app.store.remembered_messages("default", since):  # noqa: ASYNC110
+                await trio.sleep(0.01)
         EXECUTOR.gate.release.set()
         again = await server.sse("POST", "/jsonrpc", json=body)
         states = [
