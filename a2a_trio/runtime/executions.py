@@ -156,7 +156,15 @@ class LiveTasks:
         #: another may have moved it since it was read).
         self.attended: Callable[[LiveTask], None] | None = None
 
-    def acquire(self, task_id: str, stored: StoredTask | None) -> LiveTask:
+    def acquire(
+        self, task_id: str, stored: StoredTask | None, *, written_here: bool = False
+    ) -> LiveTask:
+        """The live task (made from ``stored`` if it is not live yet), held once more.
+
+        ``written_here``: an execution of this process is about to write it,
+        reading it fresh from the store first, so it needs no read-back of what
+        another process may have recorded since ``stored`` was read.
+        """
         live = self.tasks.get(task_id)
         if live is None:
             feed = TaskFeed(
@@ -165,7 +173,7 @@ class LiveTasks:
                 window=self._feed_window,
             )
             live = self.tasks[task_id] = LiveTask(task_id, feed)
-            if stored is not None and self.attended is not None:
+            if stored is not None and not written_here and self.attended is not None:
                 self.attended(live)
         live.users += 1
         return live

@@ -385,7 +385,7 @@ class AgentHost:
             retry_message=request.message if retry_key is not None else None,
             protocol=protocol,
         )
-        live = self._live.acquire(task_id, stored)
+        live = self._live.acquire(task_id, stored, written_here=not self._runs_elsewhere)
         try:
             if self._runs_elsewhere:
                 self._require_running()
