@@ -31,7 +31,6 @@ from a2a_trio import (
 from a2a_trio.console import ConsoleSettings, attach_console
 from a2a_trio.echo import EchoExecutor
 from a2a_trio.push import PushSettings
-from a2a_trio.server.serving import fit_connections
 
 from .common import (
     CARD_DESCRIPTION,
@@ -127,7 +126,6 @@ def main(argv: list[str], executor: AgentExecutor | AsyncioAgentExecutor | None 
     config.bind = [f"127.0.0.1:{port}"]
     config.backlog = 4096  # the streams case opens connections in bursts of hundreds
     config.accesslog = None
-    fit_connections(config)  # as a2a-trio serve: a gRPC channel is one connection for good
     trio.run(serve, app, config)
 
 

@@ -30,7 +30,6 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 
 from ..conformance import PROFILES, Profile, conformance_app
-from ..server.serving import CONNECTION_REQUESTS, fit_connections
 from ..store.url import (
     DATABASE_ENV,
     DatabaseLocation,
@@ -148,7 +147,6 @@ async def _serve_and_run(
     config.accesslog = None
     config.errorlog = None
     config.graceful_timeout = 2.0
-    fit_connections(config)  # the kit's gRPC channel carries every gRPC test
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(partial(serve, app, config, shutdown_trigger=stop.wait))
@@ -172,17 +170,13 @@ async def _serve_processes_and_run(
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, DATABASE_ENV: database, "A2A_TRIO_TCK_PROFILE": profile}
-    with tempfile.TemporaryDirectory() as scratch:
-        # What fit_connections sets in process: hypercorn's CLI takes it from a file.
-        settings = Path(scratch) / "hypercorn.toml"
-        settings.write_text(f"keep_alive_max_requests = {CONNECTION_REQUESTS}\n")
-        server_command = [
-            sys.executable,
-            *("-m", "hypercorn", "--config", str(settings), "--worker-class", "trio"),
-            *("--workers", str(processes), "--graceful-timeout", "2"),
-            *("-b", f"127.0.0.1:{port}", "a2a_trio.conformance:app"),
-        ]
-        return await _run_against(server_command, env, url, command_for, tck_dir)
+    server_command = [
+        sys.executable,
+        *("-m", "hypercorn", "--worker-class", "trio"),
+        *("--workers", str(processes), "--graceful-timeout", "2"),
+        *("-b", f"127.0.0.1:{port}", "a2a_trio.conformance:app"),
+    ]
+    return await _run_against(server_command, env, url, command_for, tck_dir)
 
 
 async def _run_against(

@@ -25,6 +25,7 @@ from ..store import SqliteStore, Store, checkpoint_periodically
 from ..store.factory import store_at
 from ..store.postgres import PoolSettings
 from ..store.url import DatabaseLocation
+from . import hypercorn_h2
 from .asgi import (
     JSON_CONTENT_TYPE,
     ClientGone,
@@ -116,6 +117,8 @@ class A2AApp(QuartTrio):
         card_signer: CardSigner | None = None,
     ) -> None:
         super().__init__(import_name)
+        # Before any connection: hypercorn's HTTP/2 connections, mended.
+        hypercorn_h2.install()
         self.a2a_settings = settings or ServerSettings()
         self.host_settings = host_settings or HostSettings()
         self.push_settings = push_settings or PushSettings()

@@ -18,29 +18,11 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from .app import A2AApp
 
-__all__ = ["SHUTDOWN_MARGIN", "fit_connections", "fit_shutdown", "serve"]
+__all__ = ["SHUTDOWN_MARGIN", "fit_shutdown", "serve"]
 
 #: What hypercorn's shutdown timeouts add to the grace: time for executions
 #: cancelled at its end to record their endings and for their requests to answer.
 SHUTDOWN_MARGIN = 5.0
-
-
-#: Requests a connection may carry before hypercorn closes it: for good, in effect.
-CONNECTION_REQUESTS = 2**62
-
-
-def fit_connections(config: Config) -> None:
-    """Never close a connection for the number of requests it carried.
-
-    hypercorn closes a connection after ``keep_alive_max_requests`` (1,000)
-    requests. On HTTP/2 it sends GOAWAY while calls are in flight, and a
-    gRPC client's next WINDOW_UPDATE is then an h2 protocol error that
-    breaks the connection with the calls on it; under load, hypercorn 0.18
-    was seen to end the whole server that way (``priority.TooManyStreamsError``
-    out of a connection's task). gRPC clients keep one connection for every
-    call, so a2a-trio's servers keep it too.
-    """
-    config.keep_alive_max_requests = max(config.keep_alive_max_requests, CONNECTION_REQUESTS)
 
 
 def fit_shutdown(config: Config, grace: float) -> None:
@@ -72,7 +54,6 @@ async def serve(
     down; ``task_status`` is started with the addresses served, as hypercorn's.
     """
     fit_shutdown(config, app.host_settings.shutdown_grace)
-    fit_connections(config)
 
     async def trigger() -> None:
         await shutdown_trigger()

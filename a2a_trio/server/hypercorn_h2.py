@@ -1,0 +1,220 @@
+"""hypercorn's HTTP/2 connection with four faults mended, for a2a-trio's servers.
+
+hypercorn (0.17 and 0.18, the newest) keeps each response stream in a
+priority tree that its sending task walks, and takes a stream out only on a
+visit after the stream has ended. Five faults follow from that and from its
+bookkeeping; this module's :class:`MendedH2Protocol` removes each:
+
+1. **Ended streams pile up.** A stream ended by its trailers (every gRPC
+   answer), or whose body ended after its last chunk went out, or that the
+   client reset, waits for one more visit to leave the tree. Under steady
+   load the tree serves the newest streams first, so those visits never
+   come; at 1,000 streams ``priority.TooManyStreamsError`` escapes the
+   connection. Here a stream leaves the tree the moment it ends.
+2. **PRIORITY frames add streams.** Each PRIORITY frame for a stream that is
+   not open adds one to the tree for good, so one client sending 1,000 of
+   them (a few kilobytes) raises the same error. RFC 9113 (5.3.2) deprecates
+   that priority scheme and lets a server ignore it; here it is ignored.
+3. **Body after the answer fails the connection.** A client that goes on
+   sending a request's body after the server answered it (a 404, a 413)
+   makes hypercorn look up a stream it has dropped. Here that body is
+   dropped and its flow-control window given back.
+4. **One connection's fault ends the server.** The trio worker lets an
+   exception out of a connection's tasks end the whole process, and with
+   ``--workers N`` hypercorn then stops every worker: faults 1 to 3 were
+   each a way for one client to stop a server. Here any such fault is
+   logged and closes that connection only.
+5. **The request limit breaks calls in flight.** After
+   ``keep_alive_max_requests`` (1,000) requests hypercorn sends GOAWAY with
+   calls in flight; h2 then refuses every later frame of the connection, so
+   those calls fail and the client's next frame is a protocol error. Here
+   the connection is retired at its first idle moment after the limit.
+
+:func:`install` puts the class where hypercorn's connections find their
+HTTP/2 protocol; :class:`a2a_trio.A2AApp` installs it when it is built, so
+``hypercorn --worker-class trio a2a_trio:app`` and :func:`a2a_trio.server.serve`
+both get it. It is installed only for the hypercorn versions it was written
+against (:data:`MENDED_VERSIONS`); docs/deployment.md says what to do beyond.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from importlib.metadata import version
+from typing import TYPE_CHECKING
+
+import h2.errors
+import h2.events
+import h2.exceptions
+import hypercorn.protocol
+from hypercorn.events import Closed, Event
+from hypercorn.protocol import h2 as hypercorn_h2
+from hypercorn.protocol.events import EndBody, EndData, Trailers
+from priority.priority import MissingStreamError
+
+if TYPE_CHECKING:
+    from hypercorn.protocol.events import Event as StreamEvent
+
+__all__ = ["MENDED_VERSIONS", "MendedH2Protocol", "install", "installed"]
+
+#: The hypercorn releases (major.minor) whose HTTP/2 protocol this module mends.
+MENDED_VERSIONS = ("0.17", "0.18")
+
+_SENDING_FAULTS = (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError)
+
+
+class MendedH2Protocol(hypercorn_h2.H2Protocol):
+    """hypercorn's ``H2Protocol``, ending each stream's sending at once (module docstring)."""
+
+    _retiring = False
+
+    # -- fault 1: a stream leaves the sending tree when it ends ------------------
+
+    async def stream_send(self, event: StreamEvent) -> None:
+        if isinstance(event, Trailers):
+            await super().stream_send(event)
+            # The trailers ended the stream: nothing more goes out on it, and
+            # the EndBody that follows finds it gone.
+            await self._forget(event.stream_id)
+        elif isinstance(event, EndBody | EndData):
+            await self._end_body(event.stream_id)
+        else:
+            await super().stream_send(event)
+
+    async def _end_body(self, stream_id: int) -> None:
+        buffer = self.stream_buffers.get(stream_id)
+        if buffer is None:  # reset, or ended by its trailers
+            return
+        buffer.set_complete()
+        with suppress(MissingStreamError):
+            self.priority.unblock(stream_id)
+        await self.has_data.set()
+        await buffer.drain()
+        # Every byte is with h2 now. If the sending task has not ended the
+        # stream meanwhile, end it here rather than wait for its next visit.
+        if self.stream_buffers.get(stream_id) is buffer:
+            await self._forget(stream_id)
+            with suppress(*_SENDING_FAULTS):
+                self.connection.end_stream(stream_id)
+                await self._flush()
+
+    async def _send_data(self, stream_id: int) -> None:
+        buffer = self.stream_buffers.get(stream_id)
+        if buffer is None:  # ended while it waited for this visit
+            with suppress(MissingStreamError):
+                self.priority.remove_stream(stream_id)
+            return
+        try:
+            chunk_size = min(
+                self.connection.local_flow_control_window(stream_id),
+                self.connection.max_outbound_frame_size,
+            )
+            data = await buffer.pop(max(0, chunk_size))
+            if data:
+                self.connection.send_data(stream_id, data)
+                await self._flush()
+            else:
+                with suppress(MissingStreamError):
+                    self.priority.block(stream_id)
+            if buffer.complete and self.stream_buffers.get(stream_id) is buffer:
+                await self._forget(stream_id)
+                self.connection.end_stream(stream_id)
+                await self._flush()
+        except _SENDING_FAULTS:
+            # Closed while this visit waited to send: not a fault of ours.
+            await self._forget(stream_id)
+
+    async def _close_stream(self, stream_id: int) -> None:
+        await super()._close_stream(stream_id)
+        if stream_id in self.stream_buffers:
+            # Reset by the client, or the connection closed, or the app gave
+            # up mid-body: nothing will end it, so it leaves the tree now
+            # (and the client, if it still waits, is told the stream is gone).
+            await self._forget(stream_id)
+            if not self.closed:
+                with suppress(*_SENDING_FAULTS):
+                    self.connection.reset_stream(stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
+                    await self._flush()
+        await self._retire_if_idle()
+
+    async def _forget(self, stream_id: int) -> None:
+        """Take ``stream_id`` out of the sending side; idempotent."""
+        buffer = self.stream_buffers.pop(stream_id, None)
+        with suppress(MissingStreamError):
+            self.priority.remove_stream(stream_id)
+        if buffer is not None:
+            await buffer.close()  # frees an app task waiting for room in it
+
+    # -- fault 2: priority signals are ignored ----------------------------------
+
+    async def _priority_updated(self, event: h2.events.PriorityUpdated) -> None:
+        # Every stream keeps the default weight (RFC 9113, 5.3.2).
+        return
+
+    # -- fault 3: body after the answer is dropped --------------------------------
+
+    async def _handle_events(self, events: list[h2.events.Event]) -> None:
+        for event in events:
+            if isinstance(event, h2.events.DataReceived) and event.stream_id not in self.streams:
+                # Body for a request already answered (or reset): hypercorn
+                # looks the stream up and fails. Drop it, but give the window back.
+                with suppress(*_SENDING_FAULTS):
+                    self.connection.acknowledge_received_data(
+                        event.flow_controlled_length, event.stream_id
+                    )
+            else:
+                await super()._handle_events([event])
+
+    # -- fault 4: a connection's fault closes that connection ------------------
+
+    async def handle(self, event: Event) -> None:
+        try:
+            await super().handle(event)
+        except Exception:
+            await self._fail("an HTTP/2 connection failed reading")
+
+    async def send_task(self) -> None:
+        try:
+            await super().send_task()
+        except Exception:
+            await self._fail("an HTTP/2 connection failed sending")
+
+    async def _fail(self, what: str) -> None:
+        await self.config.log.exception(f"{what}; closing it")
+        self.closed = True
+        await self.has_data.set()
+        await self.send(Closed())
+
+    # -- fault 5: the request limit retires the connection when it is idle ------
+
+    async def _create_stream(self, request: h2.events.RequestReceived) -> None:
+        await super()._create_stream(request)
+        if self.keep_alive_requests > self.config.keep_alive_max_requests:
+            # hypercorn closes the connection as soon as its count passes the
+            # limit; keeping the count under it keeps the calls in flight.
+            self._retiring = True
+            self.keep_alive_requests = 0
+
+    async def _retire_if_idle(self) -> None:
+        if self._retiring and not self.streams and not self.closed:
+            with suppress(h2.exceptions.ProtocolError):
+                self.connection.close_connection()
+                await self._flush()
+
+
+def installed() -> bool:
+    """Whether hypercorn's connections use :class:`MendedH2Protocol`."""
+    return vars(hypercorn.protocol)["H2Protocol"] is MendedH2Protocol
+
+
+def install() -> bool:
+    """Make hypercorn's connections speak HTTP/2 through :class:`MendedH2Protocol`.
+
+    Idempotent. Returns whether it is installed: not for a hypercorn release
+    outside :data:`MENDED_VERSIONS`, whose internals it was not written for.
+    """
+    release = ".".join(version("hypercorn").split(".")[:2])
+    if release in MENDED_VERSIONS:
+        # Where ProtocolWrapper looks the class up for each new connection.
+        setattr(hypercorn.protocol, "H2Protocol", MendedH2Protocol)  # noqa: B010
+    return installed()
