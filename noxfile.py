@@ -48,6 +48,8 @@ def serve(session: nox.Session) -> None:
         "trio",
         "--access-logfile",
         "-",
+        "--keep-alive",  # as a2a-trio serve (docs/deployment.md, "Slow clients")
+        "75",
         "--bind",
         bind,
         "a2a_trio:app",

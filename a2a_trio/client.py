@@ -28,6 +28,7 @@ from google.protobuf.message import DecodeError
 from pydantic import BaseModel, ValidationError
 
 from ._grpc_channel import GrpcCallError, GrpcChannel
+from ._http import CLIENT_LIMITS
 from .protocol import (
     PROTOCOL_VERSION,
     A2AError,
@@ -458,7 +459,9 @@ class A2AClient:
         """
         owns = http is None
         # Streams may be quiet for long: only connecting and writing are bounded.
-        client = http or httpx.AsyncClient(timeout=httpx.Timeout(request_timeout, read=None))
+        client = http or httpx.AsyncClient(
+            timeout=httpx.Timeout(request_timeout, read=None), limits=CLIENT_LIMITS
+        )
         client.headers.update({"A2A-Version": PROTOCOL_VERSION, **(headers or {})})
         try:
             card = await cls.fetch_card(agent_url, client, card_keys=card_keys)

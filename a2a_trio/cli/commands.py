@@ -297,6 +297,7 @@ def serve(bind: str, config_path: Path | None) -> None:
     from hypercorn.config import Config
 
     from ..console import console_of
+    from ..server.serving import KEEP_ALIVE_TIMEOUT
     from ..server.serving import serve as serve_app
 
     try:
@@ -309,6 +310,7 @@ def serve(bind: str, config_path: Path | None) -> None:
     config = Config()
     config.bind = [bind]
     config.accesslog = "-"  # standard output
+    config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
 
     async def serve_until_signalled() -> None:
         # SIGINT and SIGTERM start a graceful shutdown instead of interrupting

@@ -14,6 +14,7 @@ import click
 import httpx
 import trio
 
+from .._http import CLIENT_LIMITS
 from ..client import A2AClient, text_of
 from ..protocol import A2AError, ProtoModel, SendMessageConfiguration, StreamResponse, TaskState
 from ..protocol.grpc_wire import GrpcError
@@ -267,7 +268,7 @@ async def subscribe(
 @_run
 async def discover(url: str, headers: tuple[str, ...]) -> None:
     """Fetch the card of the agent at URL, print it and validate it (exit 1 if invalid)."""
-    async with httpx.AsyncClient(headers=_headers(headers)) as http:
+    async with httpx.AsyncClient(headers=_headers(headers), limits=CLIENT_LIMITS) as http:
         card = await A2AClient.fetch_card(url, http)
     click.echo(json.dumps(card.to_wire(), indent=2))
     problems = card_problems(card)

@@ -9,6 +9,7 @@ import click
 import httpx
 import trio
 
+from .._http import CLIENT_LIMITS
 from ..client import card_url, fetch_jwks
 from ..protocol.signing import CardKeys, CardSignatureError, signature_headers, verify_card
 
@@ -40,7 +41,7 @@ def verify_remote_card(url: str, jwks_url: str | None, key_file: Path | None) ->
 
 async def _verify(url: str, jwks_url: str | None, pinned: tuple[CardKeys, str] | None) -> None:
     where = card_url(url)
-    async with httpx.AsyncClient(timeout=30.0) as http:
+    async with httpx.AsyncClient(timeout=30.0, limits=CLIENT_LIMITS) as http:
         response = await http.get(where)
         if response.status_code != 200:
             raise ValueError(f"{where} answered HTTP {response.status_code}")

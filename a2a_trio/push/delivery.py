@@ -19,6 +19,7 @@ from collections.abc import Callable
 import httpx
 import trio
 
+from .._http import CLIENT_LIMITS
 from ..store import Lane, Notification, Store
 from ..store.observer import NO_OBSERVER, Observer
 from .policy import Decision, PushSettings, decide
@@ -41,7 +42,7 @@ class _PinnedTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, address: str | None, ssl_context: ssl.SSLContext) -> None:
         self._address = address
-        self._inner = httpx.AsyncHTTPTransport(retries=0, verify=ssl_context)
+        self._inner = httpx.AsyncHTTPTransport(retries=0, verify=ssl_context, limits=CLIENT_LIMITS)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self._address is not None:

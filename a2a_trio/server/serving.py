@@ -18,11 +18,20 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from .app import A2AApp
 
-__all__ = ["SHUTDOWN_MARGIN", "fit_shutdown", "serve"]
+__all__ = ["KEEP_ALIVE_TIMEOUT", "SHUTDOWN_MARGIN", "fit_shutdown", "serve"]
 
 #: What hypercorn's shutdown timeouts add to the grace: time for executions
 #: cancelled at its end to record their endings and for their requests to answer.
 SHUTDOWN_MARGIN = 5.0
+
+
+#: How long ``a2a-trio serve`` keeps an idle connection (hypercorn's
+#: ``keep_alive_timeout``; its default is 5 s). Longer than the idle timeouts
+#: of the clients and proxies in front of it (httpx and Node 5 s, aiohttp 15 s,
+#: nginx and AWS load balancers 60 s), so that they, never the server, close
+#: an idle connection: a server closing it first loses whatever request the
+#: client sends on it at that instant, and no client retries a POST.
+KEEP_ALIVE_TIMEOUT = 75.0
 
 
 def fit_shutdown(config: Config, grace: float) -> None:

@@ -1,0 +1,65 @@
+"""Idle connections: ``a2a-trio serve`` never closes one before its clients would.
+
+A server that closes an idle connection first loses the request a client
+sends on it at that instant, and httpx (the a2a-sdk's client) keeps an idle
+connection 5 s, hypercorn's default; see docs/deployment.md, "Slow clients".
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import trio
+
+from a2a_trio._http import KEEPALIVE_EXPIRY
+from a2a_trio.server.serving import KEEP_ALIVE_TIMEOUT
+
+from .servers import CARD_PATH, ServerProcess, serve_command
+
+HTTPX_KEEPALIVE_EXPIRY = 5.0
+REQUEST = f"GET {CARD_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+
+
+async def answer_status(stream: trio.SocketStream) -> bytes:
+    """Send the card request on ``stream``; the status line of the whole answer read."""
+    await stream.send_all(REQUEST)
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = await stream.receive_some(65536)
+        assert chunk, f"the server closed the connection: {received!r}"
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += await stream.receive_some(65536)
+    return head.split(b"\r\n", 1)[0]
+
+
+async def test_a2a_trio_serve_keeps_an_idle_connection_longer_than_httpx_does(
+    tmp_path: Path,
+) -> None:
+    assert KEEPALIVE_EXPIRY < HTTPX_KEEPALIVE_EXPIRY < KEEP_ALIVE_TIMEOUT
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("A2A_TRIO_CONFIG", "A2A_TRIO_DATABASE")
+    }  # the echo agent on tmp_path/a2a.db
+    server = ServerProcess.launch(
+        tmp_path / "server.log", app="", env=env, cwd=tmp_path, command=serve_command
+    )
+    try:
+        server.wait_until_ready()
+        stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+        async with stream:
+            assert await answer_status(stream) == b"HTTP/1.1 200 "
+            # Idle past the point where httpx would still reuse it, and
+            # hypercorn's own default (5 s) would already have closed it.
+            await trio.sleep(HTTPX_KEEPALIVE_EXPIRY + 0.5)
+            assert await answer_status(stream) == b"HTTP/1.1 200 "
+    finally:
+        server.stop()
