@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -119,11 +119,17 @@ class ServerProcess:
 
     @classmethod
     def launch_configured_app(
-        cls, directory: Path, log_path: Path, *, options: tuple[str, ...] = ()
+        cls,
+        directory: Path,
+        log_path: Path,
+        *,
+        options: tuple[str, ...] = (),
+        command: Callable[[int], list[str]] | None = None,
     ) -> ServerProcess:
         """``hypercorn --worker-class trio a2a_trio:app`` in ``directory``, as an operator runs it.
 
-        It serves ``directory/a2a.toml``, or the echo agent on ``directory/a2a.db``.
+        It serves ``directory/a2a.toml``, or the echo agent on ``directory/a2a.db``;
+        ``command`` serves it another way (:func:`serve_command`, say).
         """
         env = {
             name: value
@@ -131,7 +137,28 @@ class ServerProcess:
             if name not in ("A2A_TRIO_CONFIG", "A2A_TRIO_DATABASE")
         }
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-        return cls.launch(log_path, app="a2a_trio:app", env=env, cwd=directory, options=options)
+        return cls.launch(
+            log_path, app="a2a_trio:app", env=env, cwd=directory, options=options, command=command
+        )
+
+    @classmethod
+    @contextlib.contextmanager
+    def configured_app_served(
+        cls,
+        directory: Path,
+        *,
+        options: tuple[str, ...] = (),
+        command: Callable[[int], list[str]] | None = None,
+    ) -> Iterator[ServerProcess]:
+        """:meth:`launch_configured_app`, ready to answer; stopped when the block ends."""
+        process = cls.launch_configured_app(
+            directory, directory / "server.log", options=options, command=command
+        )
+        try:
+            process.wait_until_ready()
+            yield process
+        finally:
+            process.stop()
 
     @property
     def url(self) -> str:

@@ -46,12 +46,8 @@ well_known = true
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     directory = tmp_path_factory.mktemp("two-agents")
     (directory / "a2a.toml").write_text(TWO_AGENTS)
-    process = ServerProcess.launch_configured_app(directory, directory / "server.log")
-    try:
-        process.wait_until_ready()
+    with ServerProcess.configured_app_served(directory) as process:
         yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture

@@ -104,18 +104,22 @@ class RawH2:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     directory = tmp_path_factory.mktemp("h2")
-    process = ServerProcess.launch_configured_app(directory, directory / "server.log")
-    try:
-        process.wait_until_ready()
+    with ServerProcess.configured_app_served(directory) as process:
         yield process
-    finally:
-        process.stop()
 
 
 async def assert_still_serving(server: ServerProcess) -> None:
     assert server.process.poll() is None, server.output()
     async with httpx.AsyncClient(trust_env=False) as client:
         assert (await client.get(server.url + CARD_PATH)).status_code == 200
+
+
+async def assert_both_still_serve(connection: RawH2, server: ServerProcess) -> None:
+    """The card answers on ``connection`` (it survived), and the server is alive."""
+    card = connection.request("GET", CARD_PATH)
+    await connection.flush()
+    assert await connection.answers(card) == {card: "200"}
+    await assert_still_serving(server)
 
 
 def test_the_mend_is_installed_for_the_hypercorn_in_use() -> None:
@@ -181,11 +185,7 @@ async def test_priority_frames_for_streams_never_opened_are_ignored(
         connection.h2.prioritize(100_001 + 2 * number, weight=16)
     await connection.flush()
 
-    card = connection.request("GET", CARD_PATH)
-    await connection.flush()
-
-    assert await connection.answers(card) == {card: "200"}
-    await assert_still_serving(server)
+    await assert_both_still_serve(connection, server)
 
 
 async def test_a_body_sent_after_its_answer_is_dropped_and_the_connection_goes_on(
@@ -199,11 +199,7 @@ async def test_a_body_sent_after_its_answer_is_dropped_and_the_connection_goes_o
     assert await connection.answers(early) == {early: "404"}
 
     connection.h2.send_data(early, b'"rest"}' * 1000, end_stream=True)
-    card = connection.request("GET", CARD_PATH)
-    await connection.flush()
-
-    assert await connection.answers(card) == {card: "200"}
-    await assert_still_serving(server)
+    await assert_both_still_serve(connection, server)
 
 
 async def test_event_streams_over_http2_each_end_when_their_answer_does(
@@ -250,11 +246,9 @@ async def test_the_request_limit_retires_a_connection_once_its_calls_are_answere
 ) -> None:
     settings = tmp_path / "hypercorn.toml"
     settings.write_text("keep_alive_max_requests = 4\n")
-    server = ServerProcess.launch_configured_app(
-        tmp_path, tmp_path / "server.log", options=("--config", str(settings))
-    )
-    try:
-        server.wait_until_ready()
+    with ServerProcess.configured_app_served(
+        tmp_path, options=("--config", str(settings))
+    ) as server:
         connection = await RawH2.open(server.port)
         streams = [connection.request("GET", CARD_PATH) for _ in range(10)]
         await connection.flush()
@@ -268,5 +262,3 @@ async def test_the_request_limit_retires_a_connection_once_its_calls_are_answere
         assert connection.goaway is not None
         assert (connection.goaway.error_code, connection.goaway.last_stream_id) == (0, streams[-1])
         await assert_still_serving(server)
-    finally:
-        server.stop()

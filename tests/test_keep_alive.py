@@ -7,7 +7,6 @@ connection 5 s, hypercorn's default; see docs/deployment.md, "Slow clients".
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import trio
@@ -44,16 +43,7 @@ async def test_a2a_trio_serve_keeps_an_idle_connection_longer_than_httpx_does(
     tmp_path: Path,
 ) -> None:
     assert KEEPALIVE_EXPIRY < HTTPX_KEEPALIVE_EXPIRY < KEEP_ALIVE_TIMEOUT
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in ("A2A_TRIO_CONFIG", "A2A_TRIO_DATABASE")
-    }  # the echo agent on tmp_path/a2a.db
-    server = ServerProcess.launch(
-        tmp_path / "server.log", app="", env=env, cwd=tmp_path, command=serve_command
-    )
-    try:
-        server.wait_until_ready()
+    with ServerProcess.configured_app_served(tmp_path, command=serve_command) as server:
         stream = await trio.open_tcp_stream("127.0.0.1", server.port)
         async with stream:
             assert await answer_status(stream) == b"HTTP/1.1 200 "
@@ -61,5 +51,3 @@ async def test_a2a_trio_serve_keeps_an_idle_connection_longer_than_httpx_does(
             # hypercorn's own default (5 s) would already have closed it.
             await trio.sleep(HTTPX_KEEPALIVE_EXPIRY + 0.5)
             assert await answer_status(stream) == b"HTTP/1.1 200 "
-    finally:
-        server.stop()
