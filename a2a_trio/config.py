@@ -104,6 +104,8 @@ class LimitsSection(_Section):
     id_bytes: int = Field(default=1_024, ge=36, le=2_048)
     parts: int = Field(default=1_000, ge=1)
     artifacts: int = Field(default=1_000, ge=1)
+    history_messages: int = Field(default=1_000, ge=1)
+    history_bytes: int = Field(default=1024 * 1024, ge=1)
 
 
 class ServerSection(_Section):

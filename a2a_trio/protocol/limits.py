@@ -53,11 +53,26 @@ class Limits:
     #: Longest identifier a client may send (messageId, taskId, contextId, a
     #: push config id), in bytes of UTF-8: PostgreSQL indexes hold about 2.7 kB.
     id_bytes: int = 1_024
+    #: Most messages a task's history keeps: the oldest leave it as new ones
+    #: join (the task's event log keeps every one). Every write of a task
+    #: stores its history, so an unbounded one makes each turn of a long
+    #: conversation slower than the last, and every other task's wait longer.
+    history_messages: int = 1_000
+    #: Most bytes (of JSON) the messages a task's history keeps may take
+    #: together; the newest message is kept whatever its size.
+    history_bytes: int = 1024 * 1024
 
     def __post_init__(self) -> None:
         if not 1 <= self.json_depth <= DEPTH_CEILING:
             raise ValueError(f"json_depth must be between 1 and {DEPTH_CEILING}")
-        for name in ("json_items", "parts", "artifacts", "id_bytes"):
+        for name in (
+            "json_items",
+            "parts",
+            "artifacts",
+            "id_bytes",
+            "history_messages",
+            "history_bytes",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .limits import Limits
 from .models import (
     Artifact,
     Message,
@@ -10,11 +11,11 @@ from .models import (
     TaskStatusUpdateEvent,
 )
 
-__all__ = ["add_to_history", "apply_artifact", "apply_status", "view_task"]
+__all__ = ["add_to_history", "apply_artifact", "apply_status", "kept_history", "view_task"]
 
 
-def add_to_history(task: Task, message: Message) -> Task:
-    """The task with ``message`` appended to its history.
+def add_to_history(task: Task, message: Message, limits: Limits | None = None) -> Task:
+    """The task with ``message`` appended to its history (kept within ``limits``).
 
     Clients may reuse a messageId for different messages, so only a message
     equal in every field to one already there is left out.
@@ -23,14 +24,34 @@ def add_to_history(task: Task, message: Message) -> Task:
     if message in history:
         return task
     history.append(message)
+    if limits is not None:
+        history = kept_history(history, limits)
     return task.model_copy(update={"history": history})
 
 
-def apply_status(task: Task, event: TaskStatusUpdateEvent) -> Task:
+def kept_history(history: list[Message], limits: Limits) -> list[Message]:
+    """The most recent messages of ``history`` within the limits' message and byte counts.
+
+    The spec lets the agent decide which messages a task's history persists
+    (3.7, "Messages and Artifacts"); the newest is always kept.
+    """
+    size = 0
+    kept = 0
+    for message in reversed(history):
+        if kept == limits.history_messages:
+            break
+        size += len(message.to_json())
+        if kept and size > limits.history_bytes:
+            break
+        kept += 1
+    return history[len(history) - kept :]
+
+
+def apply_status(task: Task, event: TaskStatusUpdateEvent, limits: Limits | None = None) -> Task:
     """The task after a status update; a status message joins the history too."""
     updated = task.model_copy(update={"status": event.status})
     if event.status.message is not None:
-        updated = add_to_history(updated, event.status.message)
+        updated = add_to_history(updated, event.status.message, limits)
     return updated
 
 

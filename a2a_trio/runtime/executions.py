@@ -376,7 +376,7 @@ class Executions:
         assert message is not None
 
         def add_message(share: Share) -> None:
-            history = add_to_history(stored.task, message)
+            history = add_to_history(stored.task, message, self.settings.limits)
             self._recorder.append(live, share, history, "message", message.to_json(), None)
             self._recorder.remember(
                 share, execution, task_id=live.task_id, seq=live.feed.current_seq

@@ -35,7 +35,7 @@ from ..protocol import (
     check_host_ending,
     utcnow,
 )
-from ..protocol.tasks import add_to_history, apply_artifact, apply_status
+from ..protocol.tasks import add_to_history, apply_artifact, apply_status, kept_history
 from ..push import PushDispatcher
 from ..store import EventWrite, NewTask, ReceiptWrite, Round, Share, ShareOutcome, Store
 from ..store.observer import NO_OBSERVER, Observer
@@ -260,7 +260,12 @@ class Recorder:
             update={"task_id": snapshot.id, "context_id": message.context_id or snapshot.context_id}
         )
         self.append(
-            live, share, add_to_history(snapshot, message), "message", message.to_json(), None
+            live,
+            share,
+            add_to_history(snapshot, message, self.settings.limits),
+            "message",
+            message.to_json(),
+            None,
         )
 
     def _record_task(self, live: LiveTask, execution: Execution, task: Task, share: Share) -> None:
@@ -305,6 +310,7 @@ class Recorder:
             status = status.model_copy(update={"timestamp": utcnow()})
         history = [context.message] if context.message else []
         history += [m for m in task.history or [] if m not in history]
+        history = kept_history(history, self.settings.limits)
         task = task.model_copy(
             update={"context_id": context.context_id, "status": status, "history": history or None}
         )
@@ -341,7 +347,7 @@ class Recorder:
         if update:
             event = event.model_copy(update=update)
         response = StreamResponse(status_update=event)
-        updated = apply_status(snapshot, event)
+        updated = apply_status(snapshot, event, self.settings.limits)
         self.append(live, share, updated, "status", response.to_json(), response)
         if requested.is_interrupted:
             execution.may_resume = False
@@ -514,7 +520,7 @@ class Recorder:
             ),
         )
         response = StreamResponse(status_update=event)
-        updated = apply_status(snapshot, event)
+        updated = apply_status(snapshot, event, self.settings.limits)
         self.append(live, share, updated, "status", response.to_json(), response)
 
     def _end_if_open(self, live: LiveTask, share: Share, state: TaskState, reason: str) -> None:

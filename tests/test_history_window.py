@@ -1,0 +1,84 @@
+"""A task's history is a window on its conversation; its event log keeps every message.
+
+Each write of a task stores its history, so the window (``history_messages``,
+``history_bytes`` in ``[limits]``) keeps each turn of a long conversation as
+cheap as the one before it. See docs/protocol.md, "Limits".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from a2a_trio import A2AApp, HostSettings, Limits
+
+from .agents import ScriptedExecutor
+from .conftest import LiveServer, live_server, make_card, user_message
+
+QUESTION = "What is your name?"  # ScriptedExecutor's "ask"
+
+
+def mount(app: A2AApp) -> None:
+    app.mount("", card=make_card(), executor=ScriptedExecutor())
+
+
+async def converse(server: LiveServer, *texts: str) -> str:
+    """Send each text to one task (the first creates it, paused by "ask"); its id."""
+    answer = await server.jsonrpc("SendMessage", {"message": user_message(texts[0])})
+    task_id: str = answer["result"]["task"]["id"]
+    for text in texts[1:]:
+        message = user_message(text, taskId=task_id)
+        answer = await server.jsonrpc("SendMessage", {"message": message})
+        assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    return task_id
+
+
+async def history_texts(server: LiveServer, task_id: str) -> list[str]:
+    task = (await server.jsonrpc("GetTask", {"id": task_id}))["result"]
+    return [message["parts"][0]["text"] for message in task.get("history", [])]
+
+
+async def test_a_long_conversation_keeps_its_most_recent_messages(tmp_path: Path) -> None:
+    settings = HostSettings(limits=Limits(history_messages=4))
+    async with live_server(tmp_path, mount, host_settings=settings) as server:
+        task_id = await converse(server, *(f"ask {n}" for n in range(6)))
+
+        assert await history_texts(server, task_id) == ["ask 4", QUESTION, "ask 5", QUESTION]
+
+        # The task's event log still holds every message it was sent.
+        assert logged_messages(tmp_path / "a2a.db", task_id) == [f"ask {n}" for n in range(1, 6)]
+
+
+async def test_a_history_keeps_its_bytes_within_the_limit_but_always_its_newest_message(
+    tmp_path: Path,
+) -> None:
+    settings = HostSettings(limits=Limits(history_bytes=1_000))
+    async with live_server(tmp_path, mount, host_settings=settings) as server:
+        big = "ask " + "x" * 3_000
+        task_id = await converse(server, "ask small", big)
+        assert await history_texts(server, task_id) == [QUESTION]
+
+        await converse_more(server, task_id, "ask again")
+        texts = await history_texts(server, task_id)
+        assert texts == [QUESTION, "ask again", QUESTION]
+        task = (await server.jsonrpc("GetTask", {"id": task_id}))["result"]
+        assert len(json.dumps(task["history"])) <= 1_000
+
+
+def logged_messages(database: Path, task_id: str) -> list[str]:
+    """The texts of the message events in the task's log (the first came with the task)."""
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        rows = connection.execute(
+            "SELECT payload FROM task_events WHERE task_id = ? AND kind = 'message' ORDER BY seq",
+            (task_id,),
+        ).fetchall()
+    return [json.loads(payload)["parts"][0]["text"] for (payload,) in rows]
+
+
+async def converse_more(server: LiveServer, task_id: str, text: str) -> dict[str, Any]:
+    message = user_message(text, taskId=task_id)
+    answer: dict[str, Any] = await server.jsonrpc("SendMessage", {"message": message})
+    return answer
