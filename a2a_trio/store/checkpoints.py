@@ -17,6 +17,7 @@ async def checkpoint_periodically(
     store: SqliteStore,
     interval: float = 1.0,
     thread_bytes: int = 1024 * 1024,
+    wal_bytes: int = 64 * 1024 * 1024,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -28,8 +29,12 @@ async def checkpoint_periodically(
     goes on; a smaller WAL is checkpointed in place, as SQLite's automatic
     checkpoint would have (a thread hop costs more than a few pages, and
     keeps trio's autojump clock from jumping in tests). Checkpointing inside
-    commits comes back when this returns. The WAL holds at most
-    ``interval`` seconds of writes more than SQLite's default would let it.
+    commits comes back when this returns.
+
+    Under steady writes a checkpoint never catches up with the WAL, which
+    SQLite then never starts over: once it holds ``wal_bytes``, the next
+    checkpoint empties it between two writes (:meth:`SqliteStore.empty_wal`),
+    the writes waiting meanwhile. So the WAL stays near ``wal_bytes`` at most.
     """
     store.defer_checkpoints(True)
     try:
@@ -44,9 +49,19 @@ async def checkpoint_periodically(
             try:
                 if large:
                     # Not abandoned on cancel: the store must not close under it.
-                    await trio.to_thread.run_sync(store.checkpoint)
+                    held_bytes = await trio.to_thread.run_sync(store.checkpoint)
                 else:
-                    store.checkpoint()
+                    held_bytes = store.checkpoint()
+                if held_bytes >= wal_bytes:
+                    began = trio.current_time()
+                    left = await store.empty_wal()
+                    log.info(
+                        "emptied the WAL of %s (%d MB) in %.0f ms; %d bytes left",
+                        store.path,
+                        held_bytes // 2**20,
+                        (trio.current_time() - began) * 1000,
+                        left,
+                    )
             except Exception:  # a failing checkpoint costs WAL size, not the server
                 log.exception("WAL checkpoint of %s failed", store.path)
     finally:
