@@ -17,7 +17,9 @@ from typing import Any
 import grpc
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
+import h2.settings
 import httpx
 import pytest
 import trio
@@ -50,6 +52,7 @@ class RawH2:
         )
         self.statuses: dict[int, str] = {}
         self.ended: set[int] = set()
+        self.resets: dict[int, int] = {}
         self.goaway: h2.events.ConnectionTerminated | None = None
         self.closed = False
 
@@ -88,6 +91,8 @@ class RawH2:
                 self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
             elif isinstance(event, h2.events.StreamEnded):
                 self.ended.add(event.stream_id)
+            elif isinstance(event, h2.events.StreamReset):
+                self.resets[event.stream_id] = event.error_code
             elif isinstance(event, h2.events.ConnectionTerminated):
                 self.goaway = event
         await self.flush()
@@ -267,6 +272,31 @@ async def test_the_request_limit_retires_a_connection_once_its_calls_are_answere
                 await connection.read()
         assert connection.goaway is not None
         assert (connection.goaway.error_code, connection.goaway.last_stream_id) == (0, streams[-1])
+        await assert_still_serving(server)
+    finally:
+        server.stop()
+
+
+async def test_an_answer_the_client_never_makes_room_for_is_given_up(tmp_path: Path) -> None:
+    # A client whose flow-control window stays shut: stock hypercorn kept
+    # each answer waiting for it, with its app task, as long as the client
+    # stayed (100 streams of 8 MB each: 1.5 GB on one connection).
+    (tmp_path / "a2a.toml").write_text("[server]\nsend_timeout = 1.0\n")
+    server = ServerProcess.launch_configured_app(tmp_path, tmp_path / "server.log")
+    try:
+        server.wait_until_ready()
+        connection = await RawH2.open(server.port)
+        connection.h2.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        card = connection.request("GET", CARD_PATH)
+        await connection.flush()
+
+        with trio.fail_after(TIMEOUT):
+            while card not in connection.resets:
+                assert not connection.closed and connection.goaway is None
+                await connection.read()
+
+        assert connection.statuses[card] == "200"
+        assert connection.resets[card] == h2.errors.ErrorCodes.CANCEL
         await assert_still_serving(server)
     finally:
         server.stop()

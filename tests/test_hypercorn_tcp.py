@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
+import socket
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +22,7 @@ import trio
 
 from a2a_trio.server import hypercorn_tcp
 
+from .conftest import user_message
 from .servers import CARD_PATH, ServerProcess
 
 TIMEOUT = 10.0
@@ -31,6 +35,10 @@ REFUSED_HANDSHAKE = (
     b"Sec-WebSocket-Version: 13\r\n\r\n"
 )
 CARD_REQUEST = f"GET {CARD_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+SEND_TIMEOUT = 1.0
+#: A text whose task (history and echoed artifact) is twice as large: more
+#: than the client's and the server's socket buffers hold (4 MB at most here).
+LARGE_TEXT = "x" * 4_500_000
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +136,50 @@ async def test_a_connection_the_client_closes_is_closed_by_the_server_at_once(
 
         with trio.fail_after(2.0):
             assert await stream.receive_some() == b""
+
+
+async def test_a_client_that_stops_reading_is_let_go(tmp_path: Path) -> None:
+    # Stock hypercorn waited, shielded, for the client to take the answer:
+    # as long as it stayed, the answer stayed in memory, and SIGTERM did
+    # not stop the server.
+    (tmp_path / "a2a.toml").write_text(f"[server]\nsend_timeout = {SEND_TIMEOUT}\n")
+    server = ServerProcess.launch_configured_app(tmp_path, tmp_path / "server.log")
+    try:
+        server.wait_until_ready()
+        async with httpx.AsyncClient(trust_env=False, timeout=TIMEOUT) as client:
+            sent = await client.post(
+                server.url + "/jsonrpc",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "SendMessage",
+                    "params": {"message": user_message(LARGE_TEXT)},
+                },
+                headers={"A2A-Version": "1.0"},
+            )
+        task_id = sent.json()["result"]["task"]["id"]
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
+        ).encode()
+
+        sock = trio.socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        await sock.connect(("127.0.0.1", server.port))
+        async with trio.SocketStream(sock) as stream:
+            await stream.send_all(
+                b"POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1\r\nA2A-Version: 1.0\r\n"
+                b"Content-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            await trio.sleep(SEND_TIMEOUT + 1.5)  # reading nothing
+
+            # What the sockets held arrives, then the end: the rest was dropped.
+            received = 0
+            with trio.fail_after(TIMEOUT), contextlib.suppress(trio.BrokenResourceError):
+                while received < 2 * len(LARGE_TEXT) and (chunk := await stream.receive_some()):
+                    received += len(chunk)
+        assert received < 2 * len(LARGE_TEXT)
+        await assert_still_serving(server)
+    finally:
+        server.stop()

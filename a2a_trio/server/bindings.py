@@ -75,6 +75,10 @@ class ServerSettings:
     max_body_bytes: int = 10 * 1024 * 1024
     #: Seconds a request body may take to arrive in full (HTTP 408 after).
     body_timeout: float = 30.0
+    #: Seconds a client may take to accept 16 KiB of an answer waiting for it:
+    #: past it the connection (HTTP/1.1), or the stream (HTTP/2), is given up.
+    #: hypercorn's connections are the process's, so the last app built sets it.
+    send_timeout: float = 60.0
     keepalive_interval: float = 15.0
     card_max_age: int = 300
     #: The address clients use, when it differs from the request's Host.
