@@ -3,7 +3,8 @@
 The server is ``hypercorn --worker-class trio a2a_trio:app`` in a child
 process, with hypercorn's own settings, as an operator runs it. Each test
 plays a client that stock hypercorn 0.18 fails on: the first three stop
-the whole server there, the last breaks the calls in flight.
+the whole server there, the request limit breaks the calls in flight, and
+a shut window holds the answers in memory for as long as its client stays.
 """
 
 from __future__ import annotations

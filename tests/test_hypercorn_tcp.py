@@ -2,8 +2,9 @@
 
 The server is ``hypercorn --worker-class trio --keep-alive 75 a2a_trio:app``
 in a child process, as docs/deployment.md runs it. Against stock hypercorn
-0.18 the first two clients stop the whole server, and the last one leaves
-its connection open for the 75 s of the idle timeout.
+0.18 the first two clients stop the whole server, the third leaves its
+connection open for the 75 s of the idle timeout, and the last holds its
+answer in the server's memory for as long as it stays.
 """
 
 from __future__ import annotations
