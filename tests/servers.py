@@ -164,6 +164,12 @@ class ServerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    async def assert_still_serving(self) -> None:
+        """The process is alive and its card answers 200 (a fault took nothing down)."""
+        assert self.process.poll() is None, self.output()
+        async with httpx.AsyncClient(trust_env=False) as client:
+            assert (await client.get(self.url + CARD_PATH)).status_code == 200
+
     def output(self) -> str:
         """What the server printed so far (the child writes the log file directly)."""
         return self.log_path.read_text(errors="replace")

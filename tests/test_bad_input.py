@@ -246,3 +246,15 @@ async def test_a_body_that_trickles_in_past_the_timeout_is_a_408(tmp_path: Path)
         assert answer.startswith(b"HTTP/1.1 408")
         assert 0.4 < trio.current_time() - started < 3
         await assert_still_serving(server)
+
+
+@pytest.mark.parametrize("host", ["agents.example.com:99999", "agents.example.com:abc", "[::1"])
+async def test_a_host_no_url_can_hold_still_gets_the_card(server: LiveServer, host: str) -> None:
+    # The card's interfaces echo the Host the client used; the gRPC one
+    # parses its port, which raised on these (a 500 and a traceback each).
+    response = await server.client.get("/.well-known/agent-card.json", headers={"Host": host})
+
+    assert response.status_code == 200
+    grpc = [i for i in response.json()["supportedInterfaces"] if i["protocolBinding"] == "GRPC"]
+    assert [interface["url"] for interface in grpc] == [host]
+    await assert_still_serving(server)

@@ -3,7 +3,8 @@
 The server is ``hypercorn --worker-class trio a2a_trio:app`` in a child
 process, with hypercorn's own settings, as an operator runs it. Each test
 plays a client that stock hypercorn 0.18 fails on: the first three stop
-the whole server there, the last breaks the calls in flight.
+the whole server there, the request limit breaks the calls in flight, and
+a shut window holds the answers in memory for as long as its client stays.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any
 import grpc
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
+import h2.settings
 import httpx
 import pytest
 import trio
@@ -50,6 +53,7 @@ class RawH2:
         )
         self.statuses: dict[int, str] = {}
         self.ended: set[int] = set()
+        self.resets: dict[int, int] = {}
         self.goaway: h2.events.ConnectionTerminated | None = None
         self.closed = False
 
@@ -88,6 +92,8 @@ class RawH2:
                 self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
             elif isinstance(event, h2.events.StreamEnded):
                 self.ended.add(event.stream_id)
+            elif isinstance(event, h2.events.StreamReset):
+                self.resets[event.stream_id] = event.error_code
             elif isinstance(event, h2.events.ConnectionTerminated):
                 self.goaway = event
         await self.flush()
@@ -108,18 +114,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield process
 
 
-async def assert_still_serving(server: ServerProcess) -> None:
-    assert server.process.poll() is None, server.output()
-    async with httpx.AsyncClient(trust_env=False) as client:
-        assert (await client.get(server.url + CARD_PATH)).status_code == 200
-
-
 async def assert_both_still_serve(connection: RawH2, server: ServerProcess) -> None:
     """The card answers on ``connection`` (it survived), and the server is alive."""
     card = connection.request("GET", CARD_PATH)
     await connection.flush()
     assert await connection.answers(card) == {card: "200"}
-    await assert_still_serving(server)
+    await server.assert_still_serving()
 
 
 def test_the_mend_is_installed_for_the_hypercorn_in_use() -> None:
@@ -172,7 +172,7 @@ async def test_thousands_of_grpc_calls_on_one_connection_all_answer(
 
     failed = [outcome for outcome in outcomes if outcome != "ok"]
     assert (len(outcomes), failed[:3]) == (CALLS, [])
-    await assert_still_serving(server)
+    await server.assert_still_serving()
 
 
 async def test_priority_frames_for_streams_never_opened_are_ignored(
@@ -261,4 +261,25 @@ async def test_the_request_limit_retires_a_connection_once_its_calls_are_answere
                 await connection.read()
         assert connection.goaway is not None
         assert (connection.goaway.error_code, connection.goaway.last_stream_id) == (0, streams[-1])
-        await assert_still_serving(server)
+        await server.assert_still_serving()
+
+
+async def test_an_answer_the_client_never_makes_room_for_is_given_up(tmp_path: Path) -> None:
+    # A client whose flow-control window stays shut: stock hypercorn kept
+    # each answer waiting for it, with its app task, as long as the client
+    # stayed (100 streams of 8 MB each: 1.5 GB on one connection).
+    (tmp_path / "a2a.toml").write_text("[server]\nsend_timeout = 1.0\n")
+    with ServerProcess.configured_app_served(tmp_path) as server:
+        connection = await RawH2.open(server.port)
+        connection.h2.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        card = connection.request("GET", CARD_PATH)
+        await connection.flush()
+
+        with trio.fail_after(TIMEOUT):
+            while card not in connection.resets:
+                assert not connection.closed and connection.goaway is None
+                await connection.read()
+
+        assert connection.statuses[card] == "200"
+        assert connection.resets[card] == h2.errors.ErrorCodes.CANCEL
+        await server.assert_still_serving()

@@ -25,7 +25,7 @@ from ..store import SqliteStore, Store, checkpoint_periodically
 from ..store.factory import store_at
 from ..store.postgres import PoolSettings
 from ..store.url import DatabaseLocation
-from . import hypercorn_h2
+from . import hypercorn_h2, hypercorn_tcp
 from .asgi import (
     JSON_CONTENT_TYPE,
     ClientGone,
@@ -117,9 +117,10 @@ class A2AApp(QuartTrio):
         card_signer: CardSigner | None = None,
     ) -> None:
         super().__init__(import_name)
-        # Before any connection: hypercorn's HTTP/2 connections, mended.
-        hypercorn_h2.install()
         self.a2a_settings = settings or ServerSettings()
+        # Before any connection: hypercorn's connections, and HTTP/2 on them, mended.
+        hypercorn_tcp.install(self.a2a_settings.send_timeout)
+        hypercorn_h2.install(self.a2a_settings.send_timeout)
         self.host_settings = host_settings or HostSettings()
         self.push_settings = push_settings or PushSettings()
         #: Signs every agent's card and extended card when they are served.

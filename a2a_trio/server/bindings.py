@@ -85,6 +85,10 @@ class ServerSettings:
     #: collection walks them all while the server stands still: ~40 ms on the
     #: benchmark machine, the worst of its p99 latency.
     freeze_gc: bool = True
+    #: Seconds a client may take to accept 16 KiB of an answer waiting for it:
+    #: past it the connection (HTTP/1.1), or the stream (HTTP/2), is given up.
+    #: hypercorn's connections are the process's, so the last app built sets it.
+    send_timeout: float = 60.0
 
 
 def _is_json(content_type: str | None) -> bool:

@@ -77,11 +77,16 @@ def grpc_target(base_url: str) -> str:
     URL under a proxy's prefix) has no place here, and the agent is named by
     its tenant instead (see :mod:`a2a_trio.server.grpc_binding`).
     """
-    parts = urlsplit(base_url)
-    host = parts.hostname or "localhost"
+    try:
+        parts = urlsplit(base_url)
+        host = parts.hostname or "localhost"
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        # A Host header no URL can hold (a port past 65535, an unclosed
+        # bracket): echoed as it came, as the other interfaces echo it.
+        return base_url.partition("://")[2].partition("/")[0]
     if ":" in host:
         host = f"[{host}]"
-    port = parts.port or (443 if parts.scheme == "https" else 80)
     return f"{host}:{port}"
 
 

@@ -1,8 +1,8 @@
-"""hypercorn's HTTP/2 connection with four faults mended, for a2a-trio's servers.
+"""hypercorn's HTTP/2 connection with six faults mended, for a2a-trio's servers.
 
 hypercorn (0.17 and 0.18, the newest) keeps each response stream in a
 priority tree that its sending task walks, and takes a stream out only on a
-visit after the stream has ended. Five faults follow from that and from its
+visit after the stream has ended. Six faults follow from that and from its
 bookkeeping; this module's :class:`MendedH2Protocol` removes each:
 
 1. **Ended streams pile up.** A stream ended by its trailers (every gRPC
@@ -29,6 +29,14 @@ bookkeeping; this module's :class:`MendedH2Protocol` removes each:
    calls in flight; h2 then refuses every later frame of the connection, so
    those calls fail and the client's next frame is a protocol error. Here
    the connection is retired at its first idle moment after the limit.
+6. **A client that stops reading holds its answers for good.** A client
+   that never opens its flow-control window (``INITIAL_WINDOW_SIZE`` 0, or
+   no WINDOW_UPDATE) leaves every answer on the connection waiting in
+   memory, with the app task that made it: 100 streams of one connection,
+   each asking for an 8 MB task, held 1.5 GB until the client left. Here a
+   stream with data waiting that cannot send :data:`SEND_PROGRESS` bytes
+   within ``send_timeout`` seconds (:func:`install`) is reset (CANCEL), its
+   data dropped and its app told the client is gone.
 
 :func:`install` puts the class where hypercorn's connections find their
 HTTP/2 protocol; :class:`a2a_trio.A2AApp` installs it when it is built, so
@@ -41,12 +49,13 @@ from __future__ import annotations
 
 from contextlib import suppress
 from importlib.metadata import version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import h2.errors
 import h2.events
 import h2.exceptions
 import hypercorn.protocol
+import trio
 from hypercorn.events import Closed, Event
 from hypercorn.protocol import h2 as hypercorn_h2
 from hypercorn.protocol.events import EndBody, EndData, Trailers
@@ -55,10 +64,24 @@ from priority.priority import MissingStreamError
 if TYPE_CHECKING:
     from hypercorn.protocol.events import Event as StreamEvent
 
-__all__ = ["MENDED_VERSIONS", "MendedH2Protocol", "install", "installed"]
+__all__ = [
+    "MENDED_VERSIONS",
+    "SEND_PROGRESS",
+    "SEND_TIMEOUT",
+    "MendedH2Protocol",
+    "install",
+    "installed",
+]
 
 #: The hypercorn releases (major.minor) whose HTTP/2 protocol this module mends.
 MENDED_VERSIONS = ("0.17", "0.18")
+#: Seconds a client may take to accept :data:`SEND_PROGRESS` bytes of an
+#: answer waiting for it before the server gives that answer up (the default
+#: of ``server.send_timeout``).
+SEND_TIMEOUT = 60.0
+#: The bytes that count as progress: a client reading slower than this every
+#: ``send_timeout`` seconds (273 bytes a second at 60 s) is as good as gone.
+SEND_PROGRESS = 16 * 1024
 
 _SENDING_FAULTS = (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError)
 
@@ -67,6 +90,16 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
     """hypercorn's ``H2Protocol``, ending each stream's sending at once (module docstring)."""
 
     _retiring = False
+    #: Seconds a stream may wait to send SEND_PROGRESS bytes (fault 6; set by install).
+    send_timeout = SEND_TIMEOUT
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: Streams whose data waits for the client's window: each one's
+        #: deadline, and the bytes it must still send to be clear (fault 6).
+        self._stalls: dict[int, tuple[float, int]] = {}
+        self._stall_watch: trio.CancelScope | None = None
+        self._watching = False
 
     # -- fault 1: a stream leaves the sending tree when it ends ------------------
 
@@ -120,6 +153,8 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
                 await self._forget(stream_id)
                 self.connection.end_stream(stream_id)
                 await self._flush()
+            elif self.stream_buffers.get(stream_id) is buffer:
+                self._note_progress(stream_id, len(data), waiting=bool(buffer.buffer))
         except _SENDING_FAULTS:
             # Closed while this visit waited to send: not a fault of ours.
             await self._forget(stream_id)
@@ -142,6 +177,7 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
         buffer = self.stream_buffers.pop(stream_id, None)
         with suppress(MissingStreamError):
             self.priority.remove_stream(stream_id)
+        self._stalls.pop(stream_id, None)
         if buffer is not None:
             await buffer.close()  # frees an app task waiting for room in it
 
@@ -172,6 +208,8 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
             await super().handle(event)
         except Exception:
             await self._fail("an HTTP/2 connection failed reading")
+        if isinstance(event, Closed):
+            self._stop_watching()
 
     async def send_task(self) -> None:
         try:
@@ -182,6 +220,7 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
     async def _fail(self, what: str) -> None:
         await self.config.log.exception(f"{what}; closing it")
         self.closed = True
+        self._stop_watching()
         await self.has_data.set()
         await self.send(Closed())
 
@@ -201,19 +240,66 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
                 self.connection.close_connection()
                 await self._flush()
 
+    # -- fault 6: an answer the client does not take is given up ---------------
+
+    def _note_progress(self, stream_id: int, sent: int, *, waiting: bool) -> None:
+        """After a visit to ``stream_id``: ``sent`` bytes went out, data is ``waiting`` or not."""
+        stall = self._stalls.get(stream_id)
+        if stall is not None:
+            deadline, owed = stall
+            if waiting and owed > sent:
+                self._stalls[stream_id] = (deadline, owed - sent)
+                return
+            del self._stalls[stream_id]  # it made its progress, or sent all it had
+        if waiting and self.connection.local_flow_control_window(stream_id) <= 0:
+            deadline = trio.current_time() + self.send_timeout
+            self._stalls[stream_id] = (deadline, SEND_PROGRESS)
+            if not self._watching:
+                self._watching = True
+                self.task_group.spawn(self._give_up_stalls)
+
+    async def _give_up_stalls(self) -> None:
+        # One task per connection while any stream stalls. A stall begun later
+        # ends later, so waking for the first deadline never misses one; the
+        # connection's close cancels the wait, which must not hold it open.
+        with trio.CancelScope() as self._stall_watch:
+            while self._stalls and not self.closed:
+                await trio.sleep_until(min(deadline for deadline, _ in self._stalls.values()))
+                now = trio.current_time()
+                for stream_id, (deadline, _) in list(self._stalls.items()):
+                    if deadline <= now:
+                        await self._give_up(stream_id)
+        self._stall_watch = None
+        self._watching = False
+
+    async def _give_up(self, stream_id: int) -> None:
+        await self._forget(stream_id)  # its data goes, its app's sends return
+        with suppress(*_SENDING_FAULTS):
+            self.connection.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
+            await self._flush()
+        await self._close_stream(stream_id)  # its app sees the client gone
+
+    def _stop_watching(self) -> None:
+        if self._stall_watch is not None:
+            self._stall_watch.cancel()
+
 
 def installed() -> bool:
     """Whether hypercorn's connections use :class:`MendedH2Protocol`."""
     return vars(hypercorn.protocol)["H2Protocol"] is MendedH2Protocol
 
 
-def install() -> bool:
+def install(send_timeout: float = SEND_TIMEOUT) -> bool:
     """Make hypercorn's connections speak HTTP/2 through :class:`MendedH2Protocol`.
 
-    Idempotent. Returns whether it is installed: not for a hypercorn release
-    outside :data:`MENDED_VERSIONS`, whose internals it was not written for.
+    ``send_timeout``: seconds a stream may take to send :data:`SEND_PROGRESS`
+    bytes to a client that does not open its window (fault 6), for every
+    HTTP/2 connection of the process from now on. Idempotent. Returns whether
+    it is installed: not for a hypercorn release outside
+    :data:`MENDED_VERSIONS`, whose internals it was not written for.
     """
     release = ".".join(version("hypercorn").split(".")[:2])
+    MendedH2Protocol.send_timeout = send_timeout
     if release in MENDED_VERSIONS:
         # Where ProtocolWrapper looks the class up for each new connection.
         setattr(hypercorn.protocol, "H2Protocol", MendedH2Protocol)  # noqa: B010

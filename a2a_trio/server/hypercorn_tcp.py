@@ -1,0 +1,130 @@
+"""hypercorn's trio TCP server with three faults mended, for a2a-trio's servers.
+
+hypercorn (0.17 and 0.18, the newest) serves each connection of its trio
+worker with a ``TCPServer``: a task that reads the socket and hands the
+bytes to the connection's protocol (HTTP/1.1, or HTTP/2 after an upgrade),
+in a nursery that also holds the protocol's tasks and an idle timer.
+:class:`MendedTCPServer` removes three faults of it:
+
+1. **One connection's fault ends the server.** An exception out of a
+   connection's tasks leaves ``TCPServer.run`` and reaches the worker's
+   listener nursery, which ends the whole process (with ``--workers N``
+   hypercorn then stops every worker). :mod:`.hypercorn_h2` catches those of
+   an HTTP/2 connection once it runs, but not those of HTTP/1.1 or of the
+   step between them. A client reaches two with a single request: a
+   WebSocket handshake the app refuses (the console's feed without its
+   token) followed by any byte before the refusal is sent in full, and an
+   ``Upgrade: h2c`` whose ``HTTP2-Settings`` hold a value HTTP/2 forbids.
+   Here any such fault is logged and closes that connection only.
+2. **A connection the client closed stays open for the idle timeout.** After
+   the client closes an idle connection (every pooled client does, and
+   ``--keep-alive 75`` is there so that clients close first), the socket
+   stays open in CLOSE-WAIT, with its tasks, until hypercorn's idle timer
+   runs out ``keep_alive_timeout`` later (75 s): clients opening 14
+   connections a second keep 1,024 descriptors busy, and the server then
+   accepts no one. Here the idle timer stops when the reading ends.
+3. **A client that stops reading holds its answer, and the server, for
+   good.** Each write to the socket waits, shielded from cancellation, until
+   the client takes it all: a client that never reads keeps the answer in
+   memory (30 such connections asking for an 8 MB task: 290 MB) and its
+   tasks alive, and a SIGTERM does not stop the server while it stays. Here
+   a write that cannot hand :data:`.hypercorn_h2.SEND_PROGRESS` bytes to the
+   client within ``send_timeout`` seconds (:func:`install`) closes the
+   connection.
+
+:func:`install` puts the class where hypercorn's trio worker finds it;
+:class:`a2a_trio.A2AApp` installs it when it is built (before the worker
+starts accepting), next to :func:`.hypercorn_h2.install`, for the hypercorn
+versions it was written against (:data:`.hypercorn_h2.MENDED_VERSIONS`).
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+import hypercorn.trio.run
+import trio
+from hypercorn.events import Closed, Event, RawData, Updated
+from hypercorn.trio.tcp_server import TCPServer
+
+from .hypercorn_h2 import MENDED_VERSIONS, SEND_PROGRESS, SEND_TIMEOUT
+
+__all__ = ["MendedTCPServer", "install", "installed"]
+
+
+class MendedTCPServer(TCPServer):
+    """hypercorn's trio ``TCPServer``, its connection's faults its own (module docstring)."""
+
+    _reading = True
+    #: Seconds a write may take to hand SEND_PROGRESS bytes over (fault 3; set by install).
+    send_timeout = SEND_TIMEOUT
+
+    # -- fault 1: a connection's fault closes that connection -------------------
+
+    async def run(self) -> None:
+        try:
+            await super().run()  # which closes the socket, whatever happens
+        except* Exception:
+            # Cancellation (the server's shutdown) passes on untouched.
+            await self.config.log.exception("a connection failed; closing it")
+
+    # -- fault 2: no idle timer once the client is gone --------------------------
+
+    async def _read_data(self) -> None:
+        await super()._read_data()
+        # The client closed (or the read failed) and the protocol was told:
+        # the connection ends with its last stream, and an idle timer would
+        # only keep its socket open until it ran out.
+        self._reading = False
+        await self.idle_task.stop()
+
+    async def protocol_send(self, event: Event) -> None:
+        if isinstance(event, RawData):
+            await self._send(event.data)
+        elif isinstance(event, Updated) and not self._reading:
+            return  # a stream ending after the client left restarts no timer
+        else:
+            await super().protocol_send(event)
+
+    # -- fault 3: a client that takes nothing is let go ---------------------------
+
+    async def _send(self, data: bytes) -> None:
+        async with self.send_lock:
+            try:
+                # Shielded as hypercorn's: a write cut short by a cancellation
+                # would leave the client half a frame. Only its own deadline,
+                # which closes the connection, may cut it.
+                with trio.CancelScope(shield=True):
+                    await self._send_or_give_up(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await self.protocol.handle(Closed())
+
+    async def _send_or_give_up(self, data: bytes) -> None:
+        view = memoryview(data)
+        for start in range(0, len(view), SEND_PROGRESS):
+            with trio.move_on_after(self.send_timeout) as waiting:
+                await self.stream.send_all(view[start : start + SEND_PROGRESS])
+            if waiting.cancelled_caught:
+                await trio.aclose_forcefully(self.stream)
+                raise trio.BrokenResourceError("the client stopped reading")
+
+
+def installed() -> bool:
+    """Whether hypercorn's trio worker serves connections with :class:`MendedTCPServer`."""
+    return vars(hypercorn.trio.run)["TCPServer"] is MendedTCPServer
+
+
+def install(send_timeout: float = SEND_TIMEOUT) -> bool:
+    """Make hypercorn's trio worker serve connections with :class:`MendedTCPServer`.
+
+    ``send_timeout``: seconds a write may take to hand ``SEND_PROGRESS`` bytes
+    to the client (fault 3), for every connection of the process from now on.
+    Idempotent; effective for the servers started after it. Returns whether it
+    is installed: not for a hypercorn release outside ``MENDED_VERSIONS``.
+    """
+    release = ".".join(version("hypercorn").split(".")[:2])
+    MendedTCPServer.send_timeout = send_timeout
+    if release in MENDED_VERSIONS:
+        # Where worker_serve looks the class up when it starts listening.
+        setattr(hypercorn.trio.run, "TCPServer", MendedTCPServer)  # noqa: B010
+    return installed()
