@@ -258,3 +258,18 @@ async def test_a_host_no_url_can_hold_still_gets_the_card(server: LiveServer, ho
     grpc = [i for i in response.json()["supportedInterfaces"] if i["protocolBinding"] == "GRPC"]
     assert [interface["url"] for interface in grpc] == [host]
     await assert_still_serving(server)
+
+
+async def test_a_method_no_version_has_is_not_found_even_without_a_version(
+    server: LiveServer,
+) -> None:
+    # Without A2A-Version a call is 0.3's; a method neither 0.3 nor 1.0 has
+    # is still not found (-32601), not refused for its version (-32009).
+    for method in ("nonsense", "tasks/list"):
+        response = await server.client.post(
+            "/jsonrpc",
+            json={"jsonrpc": "2.0", "id": 1, "method": method, "params": {}},
+            headers={"A2A-Version": ""},
+        )
+        assert response.json()["error"]["code"] == -32601, method
+    await assert_still_serving(server)

@@ -45,6 +45,7 @@ __all__ = [
     "JsonRpcCall",
     "Operation",
     "describe_validation_error",
+    "is_jsonrpc_method",
     "parse_jsonrpc",
     "parse_rest",
     "validate_params",
@@ -97,6 +98,7 @@ _REQUEST_MODELS: dict[Operation, type[BaseModel]] = {
 
 #: Method names accepted besides the canonical ones (the seed's singular form).
 _JSONRPC_ALIASES = {"ListTaskPushNotificationConfig": Operation.LIST_PUSH_CONFIGS}
+_METHOD_NAMES = frozenset(operation.value for operation in Operation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +235,11 @@ def parse_jsonrpc(body: bytes, loads: Loads = strict_loads) -> JsonRpcCall:
         raise _with_id(InvalidRequestError("params must be an object"), request_id)
     refuse_lone_surrogates(body, params, request_id)
     return JsonRpcCall(request_id, method, params)
+
+
+def is_jsonrpc_method(name: str) -> bool:
+    """True for a 1.0 JSON-RPC method name (an operation, or an alias of one)."""
+    return name in _METHOD_NAMES or name in _JSONRPC_ALIASES
 
 
 def resolve_method(call: JsonRpcCall, limits: Limits | None = None) -> Call:

@@ -31,13 +31,21 @@ from ..protocol import (
 )
 from ..protocol.compat_v0_3 import (
     error_to_v0_3,
+    is_v0_3_method,
     is_v0_3_path,
     jsonrpc_version,
     parse_rest_v0_3,
     resolve_v0_3_method,
     rest_error_to_v0_3,
 )
-from ..protocol.operations import Loads, resolve_method, strict_loads, yielding_loads
+from ..protocol.errors import MethodNotFoundError
+from ..protocol.operations import (
+    Loads,
+    is_jsonrpc_method,
+    resolve_method,
+    strict_loads,
+    yielding_loads,
+)
 from ..protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
 from ..runtime import TaskEventStream
 from .asgi import (
@@ -94,6 +102,18 @@ class ServerSettings:
 def _is_json(content_type: str | None) -> bool:
     mime = (content_type or "").split(";", 1)[0].strip().lower()
     return mime == JSON_CONTENT_TYPE or (mime.startswith("application/") and mime.endswith("+json"))
+
+
+def _check_method_known(method: str, version: str | None) -> None:
+    """MethodNotFoundError for a method no version has, when the call names no version.
+
+    Without A2A-Version a call is 0.3's, which this mount may not serve
+    (VersionNotSupportedError); but a method that neither 1.0 nor 0.3 has is
+    not found, whatever the version would have been.
+    """
+    if (version or "").strip() or is_jsonrpc_method(method) or is_v0_3_method(method):
+        return
+    raise MethodNotFoundError(f"Method not found: {method}")
 
 
 def _version(request: ProtocolRequest) -> str | None:
@@ -268,6 +288,7 @@ async def handle_jsonrpc(
         envelope = await _decode(lambda loads: parse_jsonrpc(body, loads), len(body))
         request_id = envelope.id
         limits = mount.host.settings.limits
+        _check_method_known(envelope.method, _version(request))
         # A 0.3 method name decides alone (0.3 clients send no A2A-Version);
         # for a 1.0 name this is the negotiation it always was.
         if mount.compat_v0_3:
