@@ -28,7 +28,9 @@ bookkeeping; this module's :class:`MendedH2Protocol` removes each:
    ``keep_alive_max_requests`` (1,000) requests hypercorn sends GOAWAY with
    calls in flight; h2 then refuses every later frame of the connection, so
    those calls fail and the client's next frame is a protocol error. Here
-   the connection is retired at its first idle moment after the limit.
+   the connection is retired at its first idle moment after the limit, with
+   a GOAWAY that leaves h2 open: a call the client sent before it arrived is
+   refused (``REFUSED_STREAM``, which clients retry), not broken.
 6. **A client that stops reading holds its answers for good.** A client
    that never opens its flow-control window (``INITIAL_WINDOW_SIZE`` 0, or
    no WINDOW_UPDATE) leaves every answer on the connection waiting in
@@ -56,9 +58,10 @@ import h2.events
 import h2.exceptions
 import hypercorn.protocol
 import trio
-from hypercorn.events import Closed, Event
+from hypercorn.events import Closed, Event, RawData
 from hypercorn.protocol import h2 as hypercorn_h2
 from hypercorn.protocol.events import EndBody, EndData, Trailers
+from hyperframe.frame import GoAwayFrame
 from priority.priority import MissingStreamError
 
 if TYPE_CHECKING:
@@ -90,6 +93,7 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
     """hypercorn's ``H2Protocol``, ending each stream's sending at once (module docstring)."""
 
     _retiring = False
+    _goaway_sent = False
     #: Seconds a stream may wait to send SEND_PROGRESS bytes (fault 6; set by install).
     send_timeout = SEND_TIMEOUT
 
@@ -198,6 +202,8 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
                     self.connection.acknowledge_received_data(
                         event.flow_controlled_length, event.stream_id
                     )
+            elif isinstance(event, h2.events.RequestReceived) and self._goaway_sent:
+                await self._refuse(event.stream_id)
             else:
                 await super()._handle_events([event])
 
@@ -235,10 +241,23 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
             self.keep_alive_requests = 0
 
     async def _retire_if_idle(self) -> None:
-        if self._retiring and not self.streams and not self.closed:
-            with suppress(h2.exceptions.ProtocolError):
-                self.connection.close_connection()
-                await self._flush()
+        if self._retiring and not self._goaway_sent and not self.streams and not self.closed:
+            # GOAWAY, but not through h2's close_connection(): that makes h2
+            # refuse every later frame, and a call the client sent before the
+            # GOAWAY reached it would end in a protocol error. Streams opened
+            # after it are refused instead (REFUSED_STREAM: safe to retry),
+            # and the client closes the connection when it is done with it.
+            await self._flush()
+            goaway = GoAwayFrame(
+                stream_id=0, last_stream_id=self.connection.highest_inbound_stream_id
+            )
+            self._goaway_sent = True
+            await self.send(RawData(data=goaway.serialize()))
+
+    async def _refuse(self, stream_id: int) -> None:
+        with suppress(*_SENDING_FAULTS):
+            self.connection.reset_stream(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+            await self._flush()
 
     # -- fault 6: an answer the client does not take is given up ---------------
 
