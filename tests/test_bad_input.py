@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -272,4 +273,39 @@ async def test_a_method_no_version_has_is_not_found_even_without_a_version(
             headers={"A2A-Version": ""},
         )
         assert response.json()["error"]["code"] == -32601, method
+    await assert_still_serving(server)
+
+
+async def test_a_body_sent_a_byte_at_a_time_is_refused_after_a_bounded_number_of_pieces(
+    server: LiveServer,
+) -> None:
+    # Each piece of a body costs the server ~15 µs however small: one byte
+    # at a time, a 10 MiB body cost minutes of CPU. The same body in one
+    # piece is served.
+    call = b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}'
+    body = call + b" " * (3_000 - len(call))
+    host, port = server.url.removeprefix("http://").split(":")
+
+    async def send(pieces: list[bytes]) -> bytes:
+        head = (
+            b"POST /jsonrpc HTTP/1.1\r\nHost: x\r\nA2A-Version: 1.0\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        chunked = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces)
+        async with await trio.open_tcp_stream(host, int(port)) as stream:
+            with contextlib.suppress(trio.BrokenResourceError):
+                await stream.send_all(head + chunked + b"0\r\n\r\n")
+            answer = b""
+            with trio.fail_after(10):
+                while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+                    received = await stream.receive_some()
+                    if not received:
+                        break
+                    answer += received
+        return answer
+
+    whole = await send([body])
+    assert b"-32001" in whole  # served: the task is not found
+    dripped = await send([body[n : n + 1] for n in range(len(body))])
+    assert b"-32600" in dripped and b"pieces" in dripped, dripped[-300:]
     await assert_still_serving(server)
