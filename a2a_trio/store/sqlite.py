@@ -670,7 +670,11 @@ class SqliteStore(Store):
     async def deliveries(
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Delivery]:
-        rows = self._reads.execute(*queries.deliveries("?", agent, task_id)).fetchall()
+        return self._read_deliveries(*queries.deliveries("?", agent, task_id))
+
+    def _read_deliveries(self, query: str, args: list[Any]) -> list[Delivery]:
+        """The outbox rows ``query`` selects, each with its attempts."""
+        rows = self._reads.execute(query, args).fetchall()
         attempts: Iterable[tuple[Any, ...]] = ()
         if rows:
             marks = ",".join("?" * len(rows))
@@ -726,15 +730,9 @@ class SqliteStore(Store):
         before: int | None = None,
         limit: int = 50,
     ) -> list[Delivery]:
-        query = browse.delivery_page_query("?", agent, task_id, state, before, limit)
-        rows = self._reads.execute(*query).fetchall()
-        attempts: Iterable[tuple[Any, ...]] = ()
-        if rows:
-            marks = ",".join("?" * len(rows))
-            attempts = self._reads.execute(
-                queries.attempts(f"IN ({marks})"), [row[0] for row in rows]
-            )
-        return read_deliveries(rows, attempts)
+        return self._read_deliveries(
+            *browse.delivery_page_query("?", agent, task_id, state, before, limit)
+        )
 
 
 def _round_chars(round: Round) -> int:

@@ -371,7 +371,10 @@ class PostgresStore(Store):
     async def deliveries(
         self, agent: str | None = None, task_id: str | None = None
     ) -> list[Delivery]:
-        query, args = queries.deliveries("%s", agent, task_id)
+        return await self._read_deliveries(*queries.deliveries("%s", agent, task_id))
+
+    async def _read_deliveries(self, query: str, args: Any) -> list[Delivery]:
+        """The outbox rows ``query`` selects, each with its attempts (one connection)."""
 
         def read(conn: Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
             rows = conn.execute(query, args).fetchall()
@@ -431,17 +434,9 @@ class PostgresStore(Store):
     ) -> list[Delivery]:
         if _unstorable(agent or "", task_id or ""):
             return []
-        query, args = browse.delivery_page_query("%s", agent, task_id, state, before, limit)
-
-        def read(conn: Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-            rows = conn.execute(query, args).fetchall()
-            attempts = conn.execute(
-                queries.attempts("= ANY(%s::bigint[])"), ([row[0] for row in rows],)
-            ).fetchall()
-            return rows, attempts
-
-        rows, attempts = await self._run(read)
-        return read_deliveries(rows, attempts, order_key)
+        return await self._read_deliveries(
+            *browse.delivery_page_query("%s", agent, task_id, state, before, limit)
+        )
 
 
 def _prepare(conn: Connection, *, display: str, keyed: bool) -> bytes | None:
