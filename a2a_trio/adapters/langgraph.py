@@ -19,6 +19,7 @@ from pydantic_core import to_jsonable_python
 
 from ..protocol import Part, TaskState
 from ..runtime.executor import RequestContext, TaskUpdater
+from ._text import StreamedTextArtifact
 from .asyncio import AsyncioAgentExecutor, AsyncioEventQueue
 
 __all__ = ["LangGraphExecutor", "messages_input"]
@@ -125,15 +126,13 @@ def _interrupt_parts(interrupts: Sequence[Interrupt]) -> list[Part]:
 
 
 class _MessageArtifacts:
-    """AI messages as artifacts: one per message id, its text in chunks, the
-    last chunk held back until the next arrives so it can be marked ``lastChunk``."""
+    """AI messages as artifacts: one per message id, its text streamed in chunks."""
 
     def __init__(self, updater: TaskUpdater, name: str) -> None:
         self._updater = updater
         self._name = name
         self._message_id: str | None = None
-        self._artifact_id: str | None = None
-        self._held: str | None = None
+        self._artifact: StreamedTextArtifact | None = None
 
     async def add(self, message: BaseMessage) -> None:
         if not isinstance(message, AIMessage | AIMessageChunk):
@@ -141,25 +140,14 @@ class _MessageArtifacts:
         text = message.text
         if not text:
             return
-        if message.id != self._message_id or self._message_id is None:
+        if self._artifact is None or message.id != self._message_id or self._message_id is None:
             await self.close()
             self._message_id = message.id
-        if self._held is not None:
-            await self._send(self._held, last=False)
-        self._held = text
+            self._artifact = StreamedTextArtifact(self._updater, self._name)
+        await self._artifact.add(text)
 
     async def close(self) -> None:
-        if self._held is not None:
-            await self._send(self._held, last=True)
-        self._held = None
-        self._artifact_id = None
+        if self._artifact is not None:
+            await self._artifact.close()
+        self._artifact = None
         self._message_id = None
-
-    async def _send(self, text: str, *, last: bool) -> None:
-        self._artifact_id = await self._updater.add_artifact(
-            text,
-            artifact_id=self._artifact_id,
-            name=self._name,
-            append=self._artifact_id is not None,
-            last_chunk=last,
-        )

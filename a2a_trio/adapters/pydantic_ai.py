@@ -33,6 +33,7 @@ from pydantic_core import to_jsonable_python
 
 from ..protocol import Message, Part, TaskState
 from ..runtime.executor import RequestContext, TaskUpdater
+from ._text import StreamedTextArtifact
 from .asyncio import AsyncioAgentExecutor, AsyncioEventQueue
 
 __all__ = ["PydanticAIExecutor", "user_content"]
@@ -81,7 +82,7 @@ class PydanticAIExecutor(AsyncioAgentExecutor):
         if context.current_task is None:
             await updater.submit()
         await updater.start_work()
-        text = _TextArtifact(updater, self.artifact_name)
+        text = StreamedTextArtifact(updater, self.artifact_name)
         result: Any = None
         async with self.agent.run_stream_events(
             user_content(context.message),
@@ -140,38 +141,6 @@ def _content(part: Part) -> UserContent:
             return VideoUrl(part.url, media_type=part.media_type)
         return DocumentUrl(part.url, media_type=part.media_type)
     return json.dumps(part.data, ensure_ascii=False)
-
-
-class _TextArtifact:
-    """The model's text as chunks of one artifact; the last chunk is held back
-    until the next arrives (or the run ends), so it can be marked ``lastChunk``."""
-
-    def __init__(self, updater: TaskUpdater, name: str) -> None:
-        self._updater = updater
-        self._name = name
-        self._artifact_id: str | None = None
-        self._held: str | None = None
-
-    async def add(self, text: str) -> None:
-        if not text:
-            return
-        if self._held is not None:
-            await self._send(self._held, last=False)
-        self._held = text
-
-    async def close(self) -> None:
-        if self._held is not None:
-            await self._send(self._held, last=True)
-            self._held = None
-
-    async def _send(self, text: str, *, last: bool) -> None:
-        self._artifact_id = await self._updater.add_artifact(
-            text,
-            artifact_id=self._artifact_id,
-            name=self._name,
-            append=self._artifact_id is not None,
-            last_chunk=last,
-        )
 
 
 async def _report_tool_call(updater: TaskUpdater, event: FunctionToolCallEvent) -> None:
