@@ -50,6 +50,7 @@ against (:data:`MENDED_VERSIONS`); docs/deployment.md says what to do beyond.
 from __future__ import annotations
 
 from contextlib import suppress
+from functools import cache
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,7 @@ __all__ = [
     "MendedH2Protocol",
     "install",
     "installed",
+    "mendable",
 ]
 
 #: The hypercorn releases (major.minor) whose HTTP/2 protocol this module mends.
@@ -303,6 +305,12 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
             self._stall_watch.cancel()
 
 
+@cache
+def mendable() -> bool:
+    """Whether the hypercorn installed is a release the mends were written for."""
+    return ".".join(version("hypercorn").split(".")[:2]) in MENDED_VERSIONS
+
+
 def installed() -> bool:
     """Whether hypercorn's connections use :class:`MendedH2Protocol`."""
     return vars(hypercorn.protocol)["H2Protocol"] is MendedH2Protocol
@@ -317,9 +325,8 @@ def install(send_timeout: float = SEND_TIMEOUT) -> bool:
     it is installed: not for a hypercorn release outside
     :data:`MENDED_VERSIONS`, whose internals it was not written for.
     """
-    release = ".".join(version("hypercorn").split(".")[:2])
     MendedH2Protocol.send_timeout = send_timeout
-    if release in MENDED_VERSIONS:
+    if mendable():
         # Where ProtocolWrapper looks the class up for each new connection.
         setattr(hypercorn.protocol, "H2Protocol", MendedH2Protocol)  # noqa: B010
     return installed()

@@ -40,14 +40,12 @@ versions it was written against (:data:`.hypercorn_h2.MENDED_VERSIONS`).
 
 from __future__ import annotations
 
-from importlib.metadata import version
-
 import hypercorn.trio.run
 import trio
 from hypercorn.events import Closed, Event, RawData, Updated
 from hypercorn.trio.tcp_server import TCPServer
 
-from .hypercorn_h2 import MENDED_VERSIONS, SEND_PROGRESS, SEND_TIMEOUT
+from .hypercorn_h2 import SEND_PROGRESS, SEND_TIMEOUT, mendable
 
 __all__ = ["MendedTCPServer", "install", "installed"]
 
@@ -122,9 +120,8 @@ def install(send_timeout: float = SEND_TIMEOUT) -> bool:
     Idempotent; effective for the servers started after it. Returns whether it
     is installed: not for a hypercorn release outside ``MENDED_VERSIONS``.
     """
-    release = ".".join(version("hypercorn").split(".")[:2])
     MendedTCPServer.send_timeout = send_timeout
-    if release in MENDED_VERSIONS:
+    if mendable():
         # Where worker_serve looks the class up when it starts listening.
         setattr(hypercorn.trio.run, "TCPServer", MendedTCPServer)  # noqa: B010
     return installed()
