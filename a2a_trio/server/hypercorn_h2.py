@@ -132,10 +132,14 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
         # Every byte is with h2 now. If the sending task has not ended the
         # stream meanwhile, end it here rather than wait for its next visit.
         if self.stream_buffers.get(stream_id) is buffer:
-            await self._forget(stream_id)
-            with suppress(*_SENDING_FAULTS):
-                self.connection.end_stream(stream_id)
-                await self._flush()
+            await self._end_stream(stream_id)
+
+    async def _end_stream(self, stream_id: int) -> None:
+        """Take ``stream_id`` out of the sending side, then send its END_STREAM."""
+        await self._forget(stream_id)
+        with suppress(*_SENDING_FAULTS):
+            self.connection.end_stream(stream_id)
+            await self._flush()
 
     async def _send_data(self, stream_id: int) -> None:
         buffer = self.stream_buffers.get(stream_id)
@@ -155,11 +159,11 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
             else:
                 with suppress(MissingStreamError):
                     self.priority.block(stream_id)
-            if buffer.complete and self.stream_buffers.get(stream_id) is buffer:
-                await self._forget(stream_id)
-                self.connection.end_stream(stream_id)
-                await self._flush()
-            elif self.stream_buffers.get(stream_id) is buffer:
+            if self.stream_buffers.get(stream_id) is not buffer:
+                return  # ended (or reset) while this visit flushed
+            if buffer.complete:
+                await self._end_stream(stream_id)
+            else:
                 self._note_progress(stream_id, len(data), waiting=bool(buffer.buffer))
         except _SENDING_FAULTS:
             # Closed while this visit waited to send: not a fault of ours.
