@@ -134,8 +134,8 @@ class ScriptedExecutor(AgentExecutor):
     async def cancel(self, context: RequestContext, queue: EventQueue) -> None:
         """Marks the task CANCELED, except for ``stubborn`` and ``loop`` tasks, which it ignores."""
         self.cancel_calls += 1
-        task = context.current_task
-        first = task.history[0].parts[0].text if task and task.history else ""
+        history = await context.history()
+        first = history[0].parts[0].text if history else ""
         if first and first.startswith(("stubborn", "loop")):
             return
         await TaskUpdater(queue, context.task_id, context.context_id).cancel("stopped on request")

@@ -19,6 +19,7 @@ import trio
 
 from a2a_trio.protocol import InvalidParamsError
 from a2a_trio.protocol.compat_v0_3 import task_to_v0_3
+from a2a_trio.protocol.limits import Limits
 from a2a_trio.protocol.models import (
     AuthenticationInfo,
     Message,
@@ -51,7 +52,9 @@ from .writes import (
     creating,
     following,
     message_event,
+    note,
     record,
+    row,
     status_event,
     task_event,
 )
@@ -116,7 +119,12 @@ async def test_a_created_task_is_read_back_by_its_owner(store: Store) -> None:
     await create(store, task)
     stored = await store.get_task(AGENT, "t-1", owner=ALICE)
     assert stored is not None
-    assert (stored.agent, stored.owner, stored.task, stored.last_seq) == (AGENT, ALICE, task, 1)
+    assert (stored.agent, stored.owner, stored.task, stored.last_seq) == (
+        AGENT,
+        ALICE,
+        row(task),
+        1,
+    )
     assert stored.state is TaskState.WORKING
 
 
@@ -140,6 +148,78 @@ async def test_an_unknown_task_is_none(store: Store) -> None:
     assert await store.get_task(AGENT, "nope", owner=None) is None
 
 
+# --- the history, read from the log ------------------------------------------------------
+
+
+def said(task_id: str, n: int, role: Role = Role.USER, text: str = "") -> Message:
+    return Message(message_id=f"{task_id}-said-{n}", role=role, parts=[Part(text=text or f"{n}")])
+
+
+def asking(task: Task, seq: int, message: Message) -> EventWrite:
+    """A status event whose message joins the history (as an agent asking for input)."""
+    status = TaskStatus(state=TaskState.INPUT_REQUIRED, message=message, timestamp=T0)
+    return status_event(seq, task.model_copy(update={"status": status}))
+
+
+def user_said(task: Task, seq: int, message: Message) -> EventWrite:
+    return EventWrite(seq, "message", message.to_json(), row(task))
+
+
+async def converse(store: Store, task: Task, turns: int) -> list[Message]:
+    """Create ``task``, then ``turns`` turns (the user's message, the agent's question)."""
+    await create(store, task)
+    spoken = list(task.history or [])
+    seq = 1
+    for turn in range(turns):
+        question = said(task.id, 2 * turn + 1, Role.AGENT)
+        answer = said(task.id, 2 * turn + 2)
+        shares = [asking(task, seq + 1, question), user_said(task, seq + 2, answer)]
+        await record(store, following(task.id, *shares))
+        spoken += [question, answer]
+        seq += 2
+    return spoken
+
+
+async def test_the_history_is_every_message_of_the_log_in_order(store: Store) -> None:
+    task = make_task("t-1")
+    spoken = await converse(store, task, 3)
+    assert await store.history(AGENT, "t-1", limits=Limits()) == spoken
+    # Artifacts and status updates without a message are not in it.
+    await append(store, task, "artifact")
+    await append(store, task)
+    assert await store.history(AGENT, "t-1", limits=Limits()) == spoken
+
+
+async def test_the_history_is_the_most_recent_messages_within_the_limits(store: Store) -> None:
+    spoken = await converse(store, make_task("t-1"), 40)
+    assert len(spoken) == 81
+    assert await store.history(AGENT, "t-1", limits=Limits(history_messages=5)) == spoken[-5:]
+    assert await store.history(AGENT, "t-1", limits=Limits(), length=3) == spoken[-3:]
+    assert await store.history(AGENT, "t-1", limits=Limits(), length=0) == []
+    size = len(spoken[-1].to_json()) + len(spoken[-2].to_json())
+    assert await store.history(AGENT, "t-1", limits=Limits(history_bytes=size)) == spoken[-2:]
+    assert await store.history(AGENT, "t-1", limits=Limits(history_bytes=1)) == spoken[-1:]
+
+
+async def test_the_history_up_to_an_event_leaves_out_the_later_ones(store: Store) -> None:
+    spoken = await converse(store, make_task("t-1"), 3)
+    assert await store.history(AGENT, "t-1", limits=Limits(), through=3) == spoken[:3]
+    assert await store.history(AGENT, "t-1", limits=Limits(), through=1) == spoken[:1]
+
+
+async def test_a_message_logged_twice_shows_once_at_its_first_place(store: Store) -> None:
+    task = make_task("t-1")
+    spoken = await converse(store, task, 1)
+    again = asking(task, 4, spoken[1])  # the agent's question, re-announced
+    await record(store, following("t-1", again, user_said(task, 5, said("t-1", 9))))
+    history = await store.history(AGENT, "t-1", limits=Limits())
+    assert history == [*spoken, said("t-1", 9)]
+
+
+async def test_an_unknown_task_has_no_history(store: Store) -> None:
+    assert await store.history(AGENT, "nope", limits=Limits()) == []
+
+
 async def test_a_share_stores_the_task_as_its_last_event_leaves_it(store: Store) -> None:
     task = make_task("t-1", state=TaskState.SUBMITTED)
     working = moved(task, TaskState.WORKING, T0 + timedelta(seconds=1))
@@ -148,7 +228,7 @@ async def test_a_share_stores_the_task_as_its_last_event_leaves_it(store: Store)
     assert outcome == ShareOutcome(0)
     stored = await store.get_task(AGENT, "t-1", owner=ALICE)
     assert stored is not None
-    assert (stored.task, stored.last_seq) == (done, 3)
+    assert (stored.task, stored.last_seq) == (row(done), 3)
 
 
 async def test_each_recorded_event_takes_the_next_sequence_number(store: Store) -> None:
@@ -159,7 +239,7 @@ async def test_each_recorded_event_takes_the_next_sequence_number(store: Store) 
     stored = await store.get_task(AGENT, "t-1", owner=ALICE)
     assert stored is not None
     assert stored.last_seq == 3
-    assert stored.task == moved(task, TaskState.COMPLETED, T0 + timedelta(seconds=2))
+    assert stored.task == row(moved(task, TaskState.COMPLETED, T0 + timedelta(seconds=2)))
 
 
 async def test_sequence_numbers_count_per_task(store: Store) -> None:
@@ -301,7 +381,7 @@ async def test_a_task_created_twice_fails_that_share_alone(store: Store) -> None
     assert other == ShareOutcome(0)
     stored = await store.get_task(AGENT, "t-1", owner=None)
     assert stored is not None
-    assert (stored.owner, stored.task, stored.last_seq) == (ALICE, original, 1)
+    assert (stored.owner, stored.task, stored.last_seq) == (ALICE, row(original), 1)
     assert [event.seq for event in await store.events_after(AGENT, "t-1", 0)] == [1]
     assert await store.get_task(AGENT, "t-2", owner=ALICE) is not None
 
@@ -342,7 +422,7 @@ async def test_a_share_that_does_not_follow_its_task_is_stale_and_stores_nothing
     assert outcome.queued == 0
     stored = await store.get_task(AGENT, "t-1", owner=ALICE)
     assert stored is not None
-    assert (stored.last_seq, stored.task) == (3, task)
+    assert (stored.last_seq, stored.task) == (3, row(task))
     assert [event.seq for event in await store.events_after(AGENT, "t-1", 0)] == [1, 2, 3]
     # The share's receipt went with the rest of it.
     assert await store.find_message(AGENT, ALICE, "m-stale", "digest", T0) is None
@@ -557,7 +637,7 @@ async def test_listing_shows_only_the_owners_tasks(store: Store) -> None:
 async def test_listed_tasks_are_the_stored_snapshots(store: Store) -> None:
     task = make_task("t-1")
     await create(store, task)
-    assert (await store.list_tasks(AGENT, ALICE)).tasks == [task]
+    assert (await store.list_tasks(AGENT, ALICE)).tasks == [row(task)]
 
 
 async def read_all_pages(store: Store, page_size: int, **filters: object) -> list[list[str]]:
@@ -852,7 +932,7 @@ async def test_a_config_created_over_0_3_gets_the_task_in_the_0_3_shape(store: S
     [outcome] = await record(store, following("t-1", event), push=True)
     assert outcome == ShareOutcome(queued=2)
     assert await queued_payloads(store, Lane(AGENT, "t-1", "c-old")) == [
-        (2, v0_3_webhook_body(done))
+        (2, v0_3_webhook_body(done, done.history or []))
     ]
     assert await queued_payloads(store, Lane(AGENT, "t-1", "c-new")) == [(2, event.payload)]
     assert LEGACY_VERSION == "0.3"
@@ -878,13 +958,16 @@ async def test_each_event_of_a_share_is_queued_with_the_task_as_that_event_left_
     assert await queued_payloads(store, Lane(AGENT, "t-1", "c-new")) == [
         (event.seq, event.payload) for event in events if event.kind != "message"
     ]
-    # A 0.3 config gets the task as each event left it, as 0.3 servers post it.
+    # A 0.3 config gets the task as each event left it, as 0.3 servers post it,
+    # with its history as the log holds it then (the agent's note from seq 3 on).
     legacy = await queued_payloads(store, Lane(AGENT, "t-1", "c-old"))
     assert [seq for seq, _ in legacy] == [2, 4, 5]
+    opening = task.history or []
+    noted = [*opening, note("t-1", 3)]
     assert [json.loads(body) for _, body in legacy] == [
-        task_to_v0_3(working),
-        task_to_v0_3(working),
-        task_to_v0_3(done),
+        task_to_v0_3(working.model_copy(update={"history": opening})),
+        task_to_v0_3(working.model_copy(update={"history": noted})),
+        task_to_v0_3(done.model_copy(update={"history": noted})),
     ]
     assert json.loads(legacy[-1][1])["status"]["state"] == "completed"
 
@@ -933,7 +1016,7 @@ async def test_a_config_saved_before_its_task_is_created_is_queued_for_too(
         ("c-own", 1),
     ]
     own = await store.next_notification(Lane(AGENT, "t-1", "c-own"))
-    assert own is not None and own.payload == v0_3_webhook_body(task)
+    assert own is not None and own.payload == v0_3_webhook_body(task, task.history or [])
 
 
 async def test_message_events_are_not_queued(store: Store) -> None:

@@ -1,8 +1,9 @@
 """A task's history is a window on its conversation; its event log keeps every message.
 
-Each write of a task stores its history, so the window (``history_messages``,
-``history_bytes`` in ``[limits]``) keeps each turn of a long conversation as
-cheap as the one before it. See docs/protocol.md, "Limits".
+Messages live once, in the log; the task's row holds no history, so a turn of
+a long conversation writes as much as the first did. What a response shows is
+the window (``history_messages``, ``history_bytes`` in ``[limits]``) read from
+the log. See docs/protocol.md, "Limits".
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from a2a_trio import A2AApp, HostSettings, Limits
 
 from .agents import ScriptedExecutor
 from .conftest import LiveServer, live_server, make_card, user_message
+from .postgres import is_postgres, rows
 
 QUESTION = "What is your name?"  # ScriptedExecutor's "ask"
 
@@ -82,3 +84,40 @@ async def converse_more(server: LiveServer, task_id: str, text: str) -> dict[str
     message = user_message(text, taskId=task_id)
     answer: dict[str, Any] = await server.jsonrpc("SendMessage", {"message": message})
     return answer
+
+
+# --- a turn writes what it adds, never the conversation ---------------------------------
+
+
+def written(database: str, task_id: str) -> tuple[int, int]:
+    """The task row's snapshot size, and the characters its log holds, as stored."""
+    text = "snapshot::text" if is_postgres(database) else "snapshot"
+    payload = "payload::text" if is_postgres(database) else "payload"
+    [(row,)] = rows(database, f"SELECT length({text}) FROM tasks WHERE id = ?", task_id)
+    [(log,)] = rows(
+        database, f"SELECT sum(length({payload})) FROM task_events WHERE task_id = ?", task_id
+    )
+    return int(row), int(log)
+
+
+async def test_a_turn_writes_as_much_at_turn_40_as_at_turn_2(database: str, tmp_path: Path) -> None:
+    async with live_server(tmp_path, mount, database=database) as server:
+        task_id = await converse(server, "ask 0", "ask 1")
+        row_before, log_before = written(database, task_id)
+        await converse_more(server, task_id, "ask 2")
+        row_at_2, log_at_2 = written(database, task_id)
+        for n in range(3, 40):
+            await converse_more(server, task_id, f"ask {n}")
+        _, log_at_39 = written(database, task_id)
+        await converse_more(server, task_id, "ask 40")
+        row_at_40, log_at_40 = written(database, task_id)
+
+        # The row does not grow with the conversation (the texts differ by a digit)...
+        assert row_at_40 <= row_at_2 + 8
+        # ... and the log grows by the turn's own events, as much at turn 40 as at turn 2.
+        assert log_at_40 - log_at_39 <= (log_at_2 - log_before) + 8
+        # Yet every message is shown, read from the log.
+        texts = await history_texts(server, task_id)
+        assert texts[-4:] == ["ask 39", QUESTION, "ask 40", QUESTION]
+        assert len(texts) == 2 * 41
+        assert row_before <= row_at_2 + 8

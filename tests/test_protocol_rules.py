@@ -35,6 +35,7 @@ from a2a_trio.protocol.errors import (
     VersionNotSupportedError,
     error_from_code,
 )
+from a2a_trio.protocol.limits import Limits
 from a2a_trio.protocol.models import (
     Artifact,
     CancelTaskRequest,
@@ -59,7 +60,7 @@ from a2a_trio.protocol.operations import (
 )
 from a2a_trio.protocol.sse import KEEPALIVE, format_event
 from a2a_trio.protocol.states import IllegalTransition, check_executor_move, check_host_ending
-from a2a_trio.protocol.tasks import add_to_history, apply_artifact, apply_status, view_task
+from a2a_trio.protocol.tasks import apply_artifact, apply_status, kept_history, view_task
 from a2a_trio.protocol.versions import negotiate_version
 
 S = TaskState
@@ -396,38 +397,17 @@ def artifact_update(chunk: Artifact, *, append: bool | None) -> TaskArtifactUpda
     return TaskArtifactUpdateEvent(task_id="t-1", context_id="c-1", artifact=chunk, append=append)
 
 
-def history_texts(task: Task) -> list[str | None]:
-    return [m.parts[0].text for m in task.history or []]
-
-
 def test_a_status_update_replaces_the_status() -> None:
     updated = apply_status(new_task(), status_update(S.COMPLETED))
     assert updated.status.state is S.COMPLETED
 
 
-def test_a_status_update_without_a_message_leaves_history_alone() -> None:
+def test_a_status_update_leaves_the_history_to_the_log() -> None:
     task = new_task(history=[message("u-1", "hello")])
-    assert apply_status(task, status_update(S.COMPLETED)).history == task.history
-
-
-def test_a_status_message_joins_the_history_once() -> None:
     question = message("a-1", "What is your name?", Role.AGENT)
-    task = new_task(history=[message("u-1", "hello")])
     updated = apply_status(task, status_update(S.INPUT_REQUIRED, question))
-    assert history_texts(updated) == ["hello", "What is your name?"]
+    assert updated.history == task.history
     assert updated.status.message == question
-
-
-def test_applying_the_same_status_update_twice_keeps_one_copy_of_its_message() -> None:
-    event = status_update(S.WORKING, message("a-1", "thinking", Role.AGENT))
-    once = apply_status(new_task(), event)
-    assert history_texts(apply_status(once, event)) == ["thinking"]
-
-
-def test_each_new_status_message_is_appended_in_order() -> None:
-    task = apply_status(new_task(), status_update(S.WORKING, message("a-1", "one", Role.AGENT)))
-    task = apply_status(task, status_update(S.WORKING, message("a-2", "two", Role.AGENT)))
-    assert history_texts(task) == ["one", "two"]
 
 
 def test_applying_a_status_does_not_change_the_original_task() -> None:
@@ -437,15 +417,41 @@ def test_applying_a_status_does_not_change_the_original_task() -> None:
     assert task.history is None
 
 
+def window_texts(messages: list[Message], limits: Limits | None = None) -> list[str]:
+    kept = kept_history(messages, limits or Limits())
+    return [part.text or "" for kept_message in kept for part in kept_message.parts]
+
+
+def test_the_history_window_keeps_every_message_in_order() -> None:
+    said = [message("u-1", "hello"), message("a-1", "one", Role.AGENT), message("u-2", "two")]
+    assert window_texts(said) == ["hello", "one", "two"]
+
+
+def test_a_message_logged_twice_shows_once_at_its_first_place() -> None:
+    thinking = message("a-1", "thinking", Role.AGENT)
+    said = [thinking, message("u-1", "hello"), thinking]
+    assert window_texts(said) == ["thinking", "hello"]
+
+
 def test_a_follow_up_that_reuses_a_message_id_still_joins_the_history() -> None:
-    task = new_task(history=[message("tck-input-required", "TCK prerequisite task creation")])
-    task = add_to_history(task, message("tck-input-required", "TCK history message 1"))
-    task = add_to_history(task, message("tck-input-required", "TCK history message 2"))
-    assert history_texts(task) == [
+    said = [
+        message("tck-input-required", "TCK prerequisite task creation"),
+        message("tck-input-required", "TCK history message 1"),
+        message("tck-input-required", "TCK history message 2"),
+    ]
+    assert window_texts(said) == [
         "TCK prerequisite task creation",
         "TCK history message 1",
         "TCK history message 2",
     ]
+
+
+def test_the_history_window_keeps_the_most_recent_messages_within_the_limits() -> None:
+    said = [message(f"u-{n}", f"{n}") for n in range(10)]
+    assert window_texts(said, Limits(history_messages=3)) == ["7", "8", "9"]
+    two = len(said[-1].to_json()) + len(said[-2].to_json())
+    assert window_texts(said, Limits(history_bytes=two)) == ["8", "9"]
+    assert window_texts(said, Limits(history_bytes=1)) == ["9"]  # the newest, whatever its size
 
 
 def test_a_new_artifact_is_added() -> None:

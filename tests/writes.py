@@ -21,9 +21,17 @@ AGENT = "agent"
 ALICE = "alice"
 
 
+def row(task: Task) -> Task:
+    """``task`` as its row holds it: without its history, which the log keeps."""
+    return task.model_copy(update={"history": None})
+
+
 def task_event(seq: int, task: Task) -> EventWrite:
-    """The ``task`` event that creates ``task`` (sequence 1 in its log, usually)."""
-    return EventWrite(seq, "task", StreamResponse(task=task).to_json(), task)
+    """The ``task`` event that creates ``task`` (sequence 1 in its log, usually).
+
+    The event carries the opening history; the snapshot, as the recorder's, does not.
+    """
+    return EventWrite(seq, "task", StreamResponse(task=task).to_json(), row(task))
 
 
 def status_event(seq: int, task: Task) -> EventWrite:
@@ -31,7 +39,7 @@ def status_event(seq: int, task: Task) -> EventWrite:
     event = TaskStatusUpdateEvent(
         task_id=task.id, context_id=task.context_id or "", status=task.status
     )
-    return EventWrite(seq, "status", StreamResponse(status_update=event).to_json(), task)
+    return EventWrite(seq, "status", StreamResponse(status_update=event).to_json(), row(task))
 
 
 def artifact_event(seq: int, task: Task, text: str = "out") -> EventWrite:
@@ -40,12 +48,17 @@ def artifact_event(seq: int, task: Task, text: str = "out") -> EventWrite:
         context_id=task.context_id or "",
         artifact=Artifact(artifact_id="a-1", parts=[Part(text=text)]),
     )
-    return EventWrite(seq, "artifact", StreamResponse(artifact_update=event).to_json(), task)
+    payload = StreamResponse(artifact_update=event).to_json()
+    return EventWrite(seq, "artifact", payload, row(task))
 
 
 def message_event(seq: int, task: Task) -> EventWrite:
-    note = Message(message_id=f"{task.id}-{seq}", role=Role.AGENT, parts=[Part(text="note")])
-    return EventWrite(seq, "message", note.to_json(), task)
+    return EventWrite(seq, "message", note(task.id, seq).to_json(), row(task))
+
+
+def note(task_id: str, seq: int) -> Message:
+    """The agent message :func:`message_event` logs."""
+    return Message(message_id=f"{task_id}-{seq}", role=Role.AGENT, parts=[Part(text="note")])
 
 
 def creating(

@@ -100,8 +100,9 @@ def share_events(agent: str, share: Share, owner: str | None) -> list[Event]:
         state = _state(write.snapshot)
         if write.kind == "task":
             event = _base("task.created", agent, share.task_id, owner, state, at)
-            history = write.snapshot.history or []
-            event["text"] = _model_text(history[0].parts) if history else ""
+            # The opening history travels in the event, not in the task's row.
+            history = json.loads(write.payload).get("task", {}).get("history") or []
+            event["text"] = text_of(history[0].get("parts")) if history else ""
             event["context"] = write.snapshot.context_id
         elif write.kind == "status":
             event = _base("task.status", agent, share.task_id, owner, state, at)

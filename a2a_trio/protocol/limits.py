@@ -53,13 +53,12 @@ class Limits:
     #: Longest identifier a client may send (messageId, taskId, contextId, a
     #: push config id), in bytes of UTF-8: PostgreSQL indexes hold about 2.7 kB.
     id_bytes: int = 1_024
-    #: Most messages a task's history keeps: the oldest leave it as new ones
-    #: join (the task's event log keeps every one). Every write of a task
-    #: stores its history, so an unbounded one makes each turn of a long
-    #: conversation slower than the last, and every other task's wait longer.
+    #: Most messages a task's history shows: the oldest leave it as new ones
+    #: join (the task's event log keeps every one, and responses read the
+    #: window from there; no write stores it).
     history_messages: int = 1_000
-    #: Most bytes (of JSON) the messages a task's history keeps may take
-    #: together; the newest message is kept whatever its size.
+    #: Most bytes (of JSON) the messages a task's history shows may take
+    #: together; the newest message is shown whatever its size.
     history_bytes: int = 1024 * 1024
 
     def __post_init__(self) -> None:

@@ -11,22 +11,7 @@ from .models import (
     TaskStatusUpdateEvent,
 )
 
-__all__ = ["add_to_history", "apply_artifact", "apply_status", "kept_history", "view_task"]
-
-
-def add_to_history(task: Task, message: Message, limits: Limits | None = None) -> Task:
-    """The task with ``message`` appended to its history (kept within ``limits``).
-
-    Clients may reuse a messageId for different messages, so only a message
-    equal in every field to one already there is left out.
-    """
-    history = list(task.history or [])
-    if message in history:
-        return task
-    history.append(message)
-    if limits is not None:
-        history = kept_history(history, limits)
-    return task.model_copy(update={"history": history})
+__all__ = ["HistoryWindow", "apply_artifact", "apply_status", "kept_history", "view_task"]
 
 
 def kept_history(history: list[Message], limits: Limits) -> list[Message]:
@@ -35,24 +20,76 @@ def kept_history(history: list[Message], limits: Limits) -> list[Message]:
     The spec lets the agent decide which messages a task's history persists
     (3.7, "Messages and Artifacts"); the newest is always kept.
     """
-    size = 0
-    kept = 0
+    window = HistoryWindow(limits)
     for message in reversed(history):
-        if kept == limits.history_messages:
+        if not window.offer(message):
             break
-        size += len(message.to_json())
-        if kept and size > limits.history_bytes:
-            break
-        kept += 1
-    return history[len(history) - kept :]
+    return window.messages()
 
 
-def apply_status(task: Task, event: TaskStatusUpdateEvent, limits: Limits | None = None) -> Task:
-    """The task after a status update; a status message joins the history too."""
-    updated = task.model_copy(update={"status": event.status})
-    if event.status.message is not None:
-        updated = add_to_history(updated, event.status.message, limits)
-    return updated
+class HistoryWindow:
+    """A task's history as responses show it, gathered from its newest message back.
+
+    The task's event log keeps every message; a response shows the most
+    recent ones within ``[limits] history_messages`` and ``history_bytes``
+    (the newest whatever its size), and at most ``length`` of them when a
+    request names a ``historyLength``. A message equal in every field to an
+    older one in the window is shown once, at the older place (clients may
+    reuse a messageId for different messages, so only equal ones are folded).
+    """
+
+    def __init__(self, limits: Limits, length: int | None = None) -> None:
+        self._most = (
+            limits.history_messages if length is None else min(length, limits.history_messages)
+        )
+        self._bytes = limits.history_bytes
+        self._size = 0
+        #: Newest first.
+        self._kept: list[Message] = []
+        self._by_id: dict[str, list[int]] = {}
+
+    @property
+    def full(self) -> bool:
+        return len(self._kept) >= self._most
+
+    def offer(self, message: Message, size: int | None = None) -> bool:
+        """Take the next older message; False once the window is full (it was not taken).
+
+        ``size`` is the length of the message's JSON, when the caller knows it.
+        """
+        if self.full:
+            return False
+        places = self._by_id.setdefault(message.message_id, [])
+        for place in places:
+            if self._kept[place] == message:
+                # The same message again, older: it shows at this older place.
+                del self._kept[place]
+                self._kept.append(message)
+                self._reindex()
+                return True
+        if size is None:
+            size = len(message.to_json())
+        if self._kept and self._size + size > self._bytes:
+            self._most = len(self._kept)  # full: nothing older fits
+            return False
+        self._size += size
+        places.append(len(self._kept))
+        self._kept.append(message)
+        return True
+
+    def _reindex(self) -> None:
+        self._by_id = {}
+        for place, kept in enumerate(self._kept):
+            self._by_id.setdefault(kept.message_id, []).append(place)
+
+    def messages(self) -> list[Message]:
+        """The window, oldest first."""
+        return self._kept[::-1]
+
+
+def apply_status(task: Task, event: TaskStatusUpdateEvent) -> Task:
+    """The task after a status update (its message joins the history in the log)."""
+    return task.model_copy(update={"status": event.status})
 
 
 def apply_artifact(task: Task, event: TaskArtifactUpdateEvent) -> Task:

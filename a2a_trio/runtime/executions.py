@@ -8,6 +8,7 @@ is live, with a feed, while an execution, a waiter or a stream holds it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,6 @@ from ..protocol import (
     TaskState,
     UnsupportedOperationError,
 )
-from ..protocol.tasks import add_to_history
 from ..store import Share, Store, StoredTask
 from ..store.observer import NO_OBSERVER, Observer
 from .cluster import new_token
@@ -376,8 +376,8 @@ class Executions:
         assert message is not None
 
         def add_message(share: Share) -> None:
-            history = add_to_history(stored.task, message, self.settings.limits)
-            self._recorder.append(live, share, history, "message", message.to_json(), None)
+            # The message joins the history in the log; the task is as it was.
+            self._recorder.append(live, share, stored.task, "message", message.to_json(), None)
             self._recorder.remember(
                 share, execution, task_id=live.task_id, seq=live.feed.current_seq
             )
@@ -390,12 +390,23 @@ class Executions:
         execution.settle_first()
         return True
 
+    def _handed(self, context: RequestContext) -> RequestContext:
+        """The context as the executor gets it: able to read its task's history."""
+        return dataclasses.replace(
+            context, history_reader=functools.partial(self._history, context.task_id)
+        )
+
+    async def _history(self, task_id: str, length: int | None) -> list[Message]:
+        return await self.store.history(
+            self.name, task_id, limits=self.settings.limits, length=length
+        )
+
     async def _execute(self, live: LiveTask, execution: Execution) -> None:
         queue = ExecutionQueue(self._inbox, live, execution)
         failure: BaseException | None = None
         with execution.cancel_scope:
             try:
-                await self.executor.execute(execution.context, queue)
+                await self.executor.execute(self._handed(execution.context), queue)
             except Exception as exc:  # an agent bug must not harm the server
                 failure = exc
                 log.exception("executor of agent %s raised on task %s", self.name, live.task_id)
@@ -448,7 +459,7 @@ class Executions:
             queue = ExecutionQueue(self._inbox, live, canceller)
             with trio.move_on_after(self.settings.cancel_grace):
                 try:
-                    await self.executor.cancel(canceller.context, queue)
+                    await self.executor.cancel(self._handed(canceller.context), queue)
                 except Exception:
                     log.exception("cancel of agent %s raised on task %s", self.name, live.task_id)
             await queue.end()

@@ -6,7 +6,7 @@ import abc
 import contextlib
 import math
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -63,7 +63,8 @@ class RequestContext:
     ``task_id`` and ``context_id`` are always set: for a new task they are the
     ids the server generated, and every event the executor enqueues must use
     them. ``current_task`` is the stored task when the message continues one
-    (or when cancelling), else ``None``.
+    (or when cancelling), else ``None``: its status and artifacts, without its
+    history, which its event log keeps; :meth:`history` reads that.
     """
 
     task_id: str
@@ -78,6 +79,21 @@ class RequestContext:
     #: message or the request), for a task in AUTH_REQUIRED. They are handed
     #: to the executor only: the stored message no longer holds them.
     credentials: Any = None
+    #: Reads the task's history from its log (set by the host that runs the executor).
+    history_reader: Callable[[int | None], Awaitable[list[Message]]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    async def history(self, length: int | None = None) -> list[Message]:
+        """The task's history so far, oldest first: this message included, once recorded.
+
+        The most recent messages (at most ``length``) within the server's
+        ``[limits] history_messages`` / ``history_bytes``, as GetTask shows
+        them. A trio coroutine; empty for a task not stored yet.
+        """
+        if self.history_reader is None:
+            return []
+        return await self.history_reader(length)
 
     def user_text(self, separator: str = "\n") -> str:
         """The text parts of the incoming message, joined."""

@@ -453,9 +453,8 @@ class AgentHost:
         snapshot = live.feed.snapshot
         if snapshot is None:
             raise execution.error or InternalError()
-        return view_task(
-            snapshot, history_length=configuration.history_length if configuration else None
-        )
+        history_length = configuration.history_length if configuration else None
+        return await self._shown(snapshot, history_length, through=live.feed.last_seq)
 
     async def stream_message(
         self,
@@ -500,9 +499,13 @@ class AgentHost:
             initial: list[FeedItem] = []
             if execution.continuing:
                 assert execution.start_snapshot is not None
-                initial.append(
-                    (execution.start_seq, StreamResponse(task=execution.start_snapshot), None)
+                configuration = request.configuration
+                task = await self._shown(
+                    execution.start_snapshot,
+                    configuration.history_length if configuration else None,
+                    through=execution.start_seq,
                 )
+                initial.append((execution.start_seq, StreamResponse(task=task), None))
             # The stream holds the task from the start (it is read at once): its
             # events are in the feed, not only in the store, when it reads them.
             stream = TaskEventStream(
@@ -526,11 +529,12 @@ class AgentHost:
         assert earlier.task_id is not None
         stored = await self._owned(earlier.task_id, caller)
         live = self._live.tasks.get(earlier.task_id)
-        task = live.feed.snapshot if live is not None and live.feed.snapshot else stored.task
+        task, seq = stored.task, stored.last_seq
+        if live is not None and live.feed.snapshot is not None:
+            task, seq = live.feed.snapshot, live.feed.last_seq
         configuration = request.configuration
-        return view_task(
-            task, history_length=configuration.history_length if configuration else None
-        )
+        history_length = configuration.history_length if configuration else None
+        return await self._shown(task, history_length, through=seq)
 
     async def _stream_again(self, earlier: Receipt, caller: Principal) -> TaskEventStream:
         """A retried SendStreamingMessage: the original stream, replayed from the log."""
@@ -546,6 +550,7 @@ class AgentHost:
         snapshot, cursor = stored.task, stored.last_seq
         if live is not None and live.feed.snapshot is not None:
             snapshot, cursor = live.feed.snapshot, live.feed.last_seq
+        snapshot = await self._shown(snapshot, None, through=cursor)
         return TaskEventStream(
             self, stored.task.id, cursor, [(cursor, StreamResponse(task=snapshot), None)]
         )
@@ -564,10 +569,12 @@ class AgentHost:
         live = self._live.acquire(request.id, stored)
         try:
             if self.membership is None:
-                return await self._cancel_here(live, stored, caller, request.metadata or {})
-            return await self.membership.cancel(live, stored, caller, request.metadata or {})
+                task = await self._cancel_here(live, stored, caller, request.metadata or {})
+            else:
+                task = await self.membership.cancel(live, stored, caller, request.metadata or {})
         finally:
             self._live.release(live)
+        return await self._shown(task, None)
 
     async def _cancel_here(
         self,
@@ -605,9 +612,33 @@ class AgentHost:
 
     # --- GetTask, ListTasks -----------------------------------------------------
 
+    async def _shown(
+        self,
+        task: Task,
+        history_length: int | None,
+        *,
+        through: int | None = None,
+        include_artifacts: bool = True,
+    ) -> Task:
+        """The task as a response shows it, its history read from the log up to ``through``.
+
+        The row holds no history (see :mod:`a2a_trio.store.history`): a
+        response that shows one reads its window, a turn never rewrites it.
+        """
+        if history_length != 0:
+            history = await self.store.history(
+                self.name,
+                task.id,
+                limits=self.settings.limits,
+                length=history_length,
+                through=through,
+            )
+            task = task.model_copy(update={"history": history or None})
+        return view_task(task, history_length=history_length, include_artifacts=include_artifacts)
+
     async def get_task(self, request: GetTaskRequest, caller: Principal) -> Task:
         stored = await self._owned(request.id, caller)
-        return view_task(stored.task, history_length=request.history_length)
+        return await self._shown(stored.task, request.history_length, through=stored.last_seq)
 
     async def list_tasks(self, request: ListTasksRequest, caller: Principal) -> ListTasksResponse:
         page_size = request.page_size or self.settings.default_page_size
@@ -624,10 +655,8 @@ class AgentHost:
         if history_length is None:
             history_length = self.settings.list_history_length
         tasks = [
-            view_task(
-                task,
-                history_length=history_length,
-                include_artifacts=bool(request.include_artifacts),
+            await self._shown(
+                task, history_length, include_artifacts=bool(request.include_artifacts)
             )
             for task in page.tasks
         ]
@@ -671,6 +700,7 @@ class AgentHost:
         snapshot, cursor = stored.task, stored.last_seq
         if live is not None and live.feed.snapshot is not None:
             snapshot, cursor = live.feed.snapshot, live.feed.last_seq
+        snapshot = await self._shown(snapshot, None, through=cursor)
         return TaskEventStream(
             self,
             request.id,

@@ -35,7 +35,7 @@ from ..protocol import (
     check_host_ending,
     utcnow,
 )
-from ..protocol.tasks import add_to_history, apply_artifact, apply_status, kept_history
+from ..protocol.tasks import apply_artifact, apply_status, kept_history
 from ..push import PushDispatcher
 from ..store import EventWrite, NewTask, ReceiptWrite, Round, Share, ShareOutcome, Store
 from ..store.observer import NO_OBSERVER, Observer
@@ -158,7 +158,8 @@ class Recorder:
         if written:  # a round of end markers or refusals only writes nothing
             began = time.perf_counter()
             try:
-                stored = await self.store.record(Round(written, push=self.push_notifications))
+                round = Round(written, push=self.push_notifications, limits=self.settings.limits)
+                stored = await self.store.record(round)
                 took = time.perf_counter() - began
             except Exception as error:  # the transaction failed: nothing of this round is stored
                 log.exception("agent %s could not commit recorded events", self.name)
@@ -259,14 +260,8 @@ class Recorder:
         message = message.model_copy(
             update={"task_id": snapshot.id, "context_id": message.context_id or snapshot.context_id}
         )
-        self.append(
-            live,
-            share,
-            add_to_history(snapshot, message, self.settings.limits),
-            "message",
-            message.to_json(),
-            None,
-        )
+        # The message joins the history in the log; the task itself is as it was.
+        self.append(live, share, snapshot, "message", message.to_json(), None)
 
     def _record_task(self, live: LiveTask, execution: Execution, task: Task, share: Share) -> None:
         snapshot = live.feed.current
@@ -312,9 +307,11 @@ class Recorder:
         history += [m for m in task.history or [] if m not in history]
         history = kept_history(history, self.settings.limits)
         task = task.model_copy(
-            update={"context_id": context.context_id, "status": status, "history": history or None}
+            update={"context_id": context.context_id, "status": status, "history": None}
         )
-        response = StreamResponse(task=task)
+        # The first event carries the opening history; the task as stored
+        # does not (its history is read from the log, see store.history).
+        response = StreamResponse(task=task.model_copy(update={"history": history or None}))
         payload = response.to_json()
         configuration = context.configuration
         config = configuration.task_push_notification_config if configuration else None
@@ -347,7 +344,7 @@ class Recorder:
         if update:
             event = event.model_copy(update=update)
         response = StreamResponse(status_update=event)
-        updated = apply_status(snapshot, event, self.settings.limits)
+        updated = apply_status(snapshot, event)
         self.append(live, share, updated, "status", response.to_json(), response)
         if requested.is_interrupted:
             execution.may_resume = False
@@ -471,7 +468,7 @@ class Recorder:
             outcome = _NOTHING
             began = time.perf_counter()
             if share.events or share.receipts:
-                round = Round([share], push=self.push_notifications)
+                round = Round([share], push=self.push_notifications, limits=self.settings.limits)
                 [outcome] = await self.store.record(round)
             if outcome.error is not None:
                 raise outcome.error
@@ -520,7 +517,7 @@ class Recorder:
             ),
         )
         response = StreamResponse(status_update=event)
-        updated = apply_status(snapshot, event, self.settings.limits)
+        updated = apply_status(snapshot, event)
         self.append(live, share, updated, "status", response.to_json(), response)
 
     def _end_if_open(self, live: LiveTask, share: Share, state: TaskState, reason: str) -> None:

@@ -18,7 +18,8 @@ from abc import ABC, abstractmethod
 from datetime import datetime
 from typing import Literal
 
-from ..protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
+from ..protocol import PROTOCOL_VERSION, Message, TaskPushNotificationConfig, TaskState
+from ..protocol.limits import Limits
 from .browse import OutboxSummary, SummaryPage, TimelineEntry
 from .coordination import Coordination
 from .records import Delivery, Lane, LoggedEvent, Notification, Receipt, StoredTask, TaskPage
@@ -87,6 +88,23 @@ class Store(ABC):
     @abstractmethod
     async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
         """Streamed events of the task with a sequence number above ``seq``, in order."""
+
+    @abstractmethod
+    async def history(
+        self,
+        agent: str,
+        task_id: str,
+        *,
+        limits: Limits,
+        length: int | None = None,
+        through: int | None = None,
+    ) -> list[Message]:
+        """The task's history as a response shows it, read from its log, oldest first.
+
+        The most recent messages up to event ``through`` (None: the last) within
+        ``limits`` and, when given, ``length`` (see :mod:`a2a_trio.store.history`).
+        The task's row holds no history: a turn writes only its own messages.
+        """
 
     async def task_since(
         self, agent: str, task_id: str, seq: int

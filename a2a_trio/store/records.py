@@ -160,10 +160,11 @@ def read_snapshot(task_id: str, context_id: str | None, state: str, text: str) -
     written by an older version may not be. One such row must not break
     every ListTasks page that holds it, nor stop the start-up recovery: the
     stand-in keeps the id, the context and the state, and says why the rest
-    is missing; the event log keeps the original events.
+    is missing; the event log keeps the original events. The row holds no
+    history (see :mod:`.history`).
     """
     try:
-        return Task.model_validate_json(text)
+        task = Task.model_validate_json(text)
     except ValueError as error:  # pydantic's ValidationError is a ValueError
         log.error("task %s: its stored snapshot cannot be read (%s)", task_id, error)
         return Task(
@@ -180,6 +181,11 @@ def read_snapshot(task_id: str, context_id: str | None, state: str, text: str) -
                 ),
             ),
         )
+    if task.history is not None:
+        # Written before the history left the row (and kept by the migration
+        # when it could not rewrite it): readers read the log's window instead.
+        task = task.model_copy(update={"history": None})
+    return task
 
 
 def order_key(moment: datetime) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..protocol import PROTOCOL_VERSION, Task, TaskPushNotificationConfig
+from ..protocol import PROTOCOL_VERSION, Message, Task, TaskPushNotificationConfig
 from ..protocol.compat_v0_3 import task_to_v0_3
+from ..protocol.limits import Limits
 from .records import EventKind
 
 __all__ = ["EventWrite", "NewTask", "ReceiptWrite", "Round", "Share", "ShareOutcome", "StaleTask"]
@@ -92,6 +93,9 @@ class Round:
     shares: list[Share] = field(default_factory=list)
     #: Queue each streamed event for every webhook config of its task.
     push: bool = False
+    #: The history window of the recording agent: a webhook body that carries
+    #: the task (0.3's) carries this window of its history, read from the log.
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +106,11 @@ class ShareOutcome:
     error: Exception | None = None
 
 
-def v0_3_webhook_body(snapshot: Task) -> str:
+def v0_3_webhook_body(snapshot: Task, history: list[Message]) -> str:
     """What a webhook config created over 0.3 receives: the task after the event.
 
-    That is what the 0.3 SDKs' servers POST and their receivers read.
+    That is what the 0.3 SDKs' servers POST and their receivers read; the
+    ``history`` is the task's window up to the event, read from the log.
     """
-    return json.dumps(task_to_v0_3(snapshot), ensure_ascii=False, separators=(",", ":"))
+    task = snapshot.model_copy(update={"history": history or None})
+    return json.dumps(task_to_v0_3(task), ensure_ascii=False, separators=(",", ":"))

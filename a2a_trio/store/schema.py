@@ -138,7 +138,23 @@ def _v4(db: sqlite_utils.Database) -> None:
         db.execute("ALTER TABLE push_configs ADD COLUMN protocol TEXT NOT NULL DEFAULT '1.0'")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
+def _history_out_of_the_row(db: sqlite_utils.Database) -> None:
+    # A task's history lives in its event log only (a2a_trio.store.history):
+    # every row sheds the copy it kept, so no turn rewrites it again. A row
+    # that is not valid JSON keeps it (its reader shows a stand-in anyway).
+    db.execute(
+        "UPDATE tasks SET snapshot = json_remove(snapshot, '$.history')"
+        " WHERE json_valid(snapshot) AND json_type(snapshot, '$.history') IS NOT NULL"
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
+    _v1,
+    _v2,
+    _v3,
+    _v4,
+    _history_out_of_the_row,  # h-speed: history out of the task snapshot
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

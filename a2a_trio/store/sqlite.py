@@ -23,11 +23,13 @@ import trio
 from cryptography.fernet import Fernet
 
 from .._locks import held
-from ..protocol import TaskPushNotificationConfig, TaskState, utcnow
+from ..protocol import Message, TaskPushNotificationConfig, TaskState, utcnow
+from ..protocol.limits import Limits
 from ..protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
 from . import browse, queries
 from .base import Store
 from .browse import OutboxSummary, SummaryPage, TimelineEntry
+from .history import HISTORY_KINDS, FetchRows, read_history
 from .lock import ServingLock
 from .records import (
     STREAMED_KINDS,
@@ -278,7 +280,7 @@ class SqliteStore(Store):
             for share in round.shares:
                 conn.execute("SAVEPOINT share")
                 try:
-                    queued = self._write_share(conn, share, now, round.push)
+                    queued = self._write_share(conn, share, now, round)
                 except Exception as error:
                     conn.execute("ROLLBACK TO share")
                     conn.execute("RELEASE share")
@@ -288,7 +290,7 @@ class SqliteStore(Store):
                 outcomes.append(ShareOutcome(queued))
         return outcomes
 
-    def _write_share(self, conn: sqlite3.Connection, share: Share, now: str, push: bool) -> int:
+    def _write_share(self, conn: sqlite3.Connection, share: Share, now: str, round: Round) -> int:
         """Write one share (inside its savepoint); returns the notifications queued."""
         agent, task_id, events = share.agent, share.task_id, share.events
         if events:
@@ -346,9 +348,9 @@ class SqliteStore(Store):
                     now,
                 ),
             )
-        return self._queue(conn, share, now) if push else 0
+        return self._queue(conn, share, now, round.limits) if round.push else 0
 
-    def _queue(self, conn: sqlite3.Connection, share: Share, now: str) -> int:
+    def _queue(self, conn: sqlite3.Connection, share: Share, now: str, limits: Limits) -> int:
         """Queue the share's streamed events for each webhook config of its task.
 
         A config created over 1.0 gets the event as recorded; one created
@@ -380,7 +382,8 @@ class SqliteStore(Store):
                 )
                 queued += int(cursor.rowcount)
             if LEGACY_VERSION in protocols:
-                body = v0_3_webhook_body(event.snapshot)
+                history = read_history(_history_rows(conn, *key), event.seq, limits)
+                body = v0_3_webhook_body(event.snapshot, history)
                 cursor = conn.execute(
                     insert.format("="), (event.seq, body, now, now, *key, LEGACY_VERSION)
                 )
@@ -454,6 +457,17 @@ class SqliteStore(Store):
             (agent, task_id, seq),
         ).fetchall()
         return [LoggedEvent(int(r[0]), r[1], r[2]) for r in rows]
+
+    async def history(
+        self,
+        agent: str,
+        task_id: str,
+        *,
+        limits: Limits,
+        length: int | None = None,
+        through: int | None = None,
+    ) -> list[Message]:
+        return read_history(_history_rows(self._reads, agent, task_id), through, limits, length)
 
     async def list_tasks(
         self,
@@ -733,6 +747,22 @@ class SqliteStore(Store):
         return self._read_deliveries(
             *browse.delivery_page_query("?", agent, task_id, state, before, limit)
         )
+
+
+_HISTORY_ROWS = (
+    "SELECT seq, kind, payload FROM task_events WHERE agent = ? AND task_id = ? AND seq < ?"
+    " AND kind IN (?, ?, ?) ORDER BY seq DESC LIMIT ?"
+)
+
+
+def _history_rows(conn: sqlite3.Connection, agent: str, task_id: str) -> FetchRows:
+    """How :func:`~a2a_trio.store.history.read_history` reads the task's log on ``conn``."""
+
+    def fetch(below: int, limit: int) -> list[Any]:
+        args = (agent, task_id, below, *HISTORY_KINDS, limit)
+        return conn.execute(_HISTORY_ROWS, args).fetchall()
+
+    return fetch
 
 
 def _round_chars(round: Round) -> int:

@@ -19,9 +19,11 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 
-from ...protocol import TaskPushNotificationConfig
+from ...protocol import Task, TaskPushNotificationConfig
+from ...protocol.limits import Limits
 from ...protocol.versions import LEGACY_VERSION
 from ..coordination import EVENTS, signal_payload
+from ..history import HISTORY_KINDS, read_history
 from ..records import STREAMED_KINDS
 from ..rounds import Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
 from ..secrets import SecretBox
@@ -30,7 +32,13 @@ from .times import utc
 
 Cursor = psycopg.Cursor[tuple[Any, ...]]
 
-__all__ = ["RefusedShare", "insert_push_config", "write_round"]
+__all__ = ["HISTORY_ROWS", "RefusedShare", "insert_push_config", "write_round"]
+
+#: The history rows :func:`~a2a_trio.store.history.read_history` reads (a page, newest first).
+HISTORY_ROWS = (
+    "SELECT seq, kind, payload::text FROM task_events WHERE agent = %s AND task_id = %s"
+    " AND seq < %s AND kind = ANY(%s::text[]) ORDER BY seq DESC LIMIT %s"
+)
 
 #: The keys that refuse a share which does not follow its stored task.
 _LOG_KEYS = frozenset({"task_events_key", "tasks_key"})
@@ -78,7 +86,7 @@ def write_round(conn: Connection, round: Round, box: SecretBox) -> list[ShareOut
     if len(round.shares) == 1:
         [share] = round.shares
         try:
-            return [ShareOutcome(_write_share(conn, share, round.push, box))]
+            return [ShareOutcome(_write_share(conn, share, round.push, box, round.limits))]
         except Exception as error:
             if not _of_the_share(error):
                 raise
@@ -96,7 +104,7 @@ def write_round(conn: Connection, round: Round, box: SecretBox) -> list[ShareOut
     for share in round.shares:
         try:
             with conn.transaction():  # nested: a savepoint, rolled back alone on an error
-                queued = _write_share(conn, share, round.push, box)
+                queued = _write_share(conn, share, round.push, box, round.limits)
         except Exception as error:
             if not _of_the_share(error):
                 raise
@@ -114,7 +122,9 @@ def _write_together(conn: Connection, round: Round, box: SecretBox) -> list[Shar
     the tasks that have configs.
     """
     if any(len(share.events) > _ROWS_PER_STATEMENT for share in round.shares):
-        return [ShareOutcome(_write_share(conn, s, round.push, box)) for s in round.shares]
+        return [
+            ShareOutcome(_write_share(conn, s, round.push, box, round.limits)) for s in round.shares
+        ]
     sent: list[Cursor | None] = []
     with conn.pipeline():
         for share in round.shares:
@@ -124,7 +134,8 @@ def _write_together(conn: Connection, round: Round, box: SecretBox) -> list[Shar
     outcomes = []
     for share, cursor in zip(round.shares, sent, strict=True):
         protocols = _logged(share, cursor, round.push) if cursor is not None else set()
-        outcomes.append(ShareOutcome(_queue(conn, share, protocols) if protocols else 0))
+        queued = _queue(conn, share, protocols, round.limits) if protocols else 0
+        outcomes.append(ShareOutcome(queued))
     return outcomes
 
 
@@ -154,14 +165,14 @@ def _stale_if_forked(error: Exception, share: Share) -> Exception:
     return error
 
 
-def _write_share(conn: Connection, share: Share, push: bool, box: SecretBox) -> int:
+def _write_share(conn: Connection, share: Share, push: bool, box: SecretBox, limits: Limits) -> int:
     """Write one share; returns the notifications it queued."""
     protocols: set[str] = set()
     if share.events:
         protocols = _write_log(conn, share, box, push)
     if share.receipts:
         _insert_receipts(conn, share)
-    return _queue(conn, share, protocols) if protocols else 0
+    return _queue(conn, share, protocols, limits) if protocols else 0
 
 
 def _insert_receipts(conn: Connection, share: Share) -> None:
@@ -274,7 +285,7 @@ def _insert(
         )
 
 
-def _queue(conn: Connection, share: Share, protocols: set[str]) -> int:
+def _queue(conn: Connection, share: Share, protocols: set[str], limits: Limits) -> int:
     """Queue the share's streamed events for each webhook config of its task.
 
     A config created over 1.0 gets the event as recorded; one created over 0.3
@@ -295,12 +306,24 @@ def _queue(conn: Connection, share: Share, protocols: set[str]) -> int:
                     "seq": e.seq,
                     "payload": e.payload,
                     "legacy": LEGACY_VERSION,
-                    "legacy_body": v0_3_webhook_body(e.snapshot) if legacy else None,
+                    "legacy_body": _v0_3_body(conn, share, e.seq, e.snapshot, limits)
+                    if legacy
+                    else None,
                 }
                 for e in streamed
             ],
         )
         return max(cursor.rowcount, 0)
+
+
+def _v0_3_body(conn: Connection, share: Share, seq: int, snapshot: Task, limits: Limits) -> str:
+    """A 0.3 webhook's body: the task after event ``seq``, its history read from the log."""
+
+    def fetch(below: int, limit: int) -> list[tuple[Any, ...]]:
+        args = (share.agent, share.task_id, below, list(HISTORY_KINDS), limit)
+        return conn.execute(HISTORY_ROWS, args).fetchall()
+
+    return v0_3_webhook_body(snapshot, read_history(fetch, seq, limits))
 
 
 def insert_push_config(

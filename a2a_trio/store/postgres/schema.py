@@ -209,7 +209,20 @@ _V2 = (
     " WHERE state IN ('claimed', 'running')",
 )
 
-MIGRATIONS: list[tuple[str, ...]] = [_V1, _V2]
+_HISTORY_OUT_OF_THE_ROW = (
+    # A task's history lives in its event log only (a2a_trio.store.history):
+    # every row sheds the copy it kept, so no turn rewrites it again. Through
+    # jsonb, which refuses \u0000: such a row keeps it, and its reader drops it.
+    "UPDATE tasks SET snapshot = (snapshot::jsonb - 'history')::json"
+    " WHERE json_typeof(snapshot -> 'history') IS NOT NULL"
+    r" AND position('\u0000' in snapshot::text) = 0",
+)
+
+MIGRATIONS: list[tuple[str, ...]] = [
+    _V1,
+    _V2,
+    _HISTORY_OUT_OF_THE_ROW,  # h-speed: history out of the task snapshot
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -15,10 +15,12 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Literal, TypeVar
 
-from ...protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
+from ...protocol import PROTOCOL_VERSION, Message, TaskPushNotificationConfig, TaskState
+from ...protocol.limits import Limits
 from .. import browse, queries
 from ..base import Store
 from ..browse import OutboxSummary, SummaryPage, TimelineEntry
+from ..history import HISTORY_KINDS, read_history
 from ..records import (
     STREAMED_KINDS,
     Delivery,
@@ -41,7 +43,7 @@ from ..url import PostgresLocation
 from .cluster import PostgresCoordination
 from .database import Connection, Database, PoolSettings
 from .keys import development_key
-from .recording import RefusedShare, insert_push_config, write_round
+from .recording import HISTORY_ROWS, RefusedShare, insert_push_config, write_round
 from .schema import SCHEMA_VERSION, migrate, schema_version
 from .times import page_time, utc
 
@@ -153,6 +155,28 @@ class PostgresStore(Store):
             return []
         rows = await self._fetchall(_EVENTS_AFTER, (agent, task_id, seq, list(STREAMED_KINDS)))
         return [LoggedEvent(int(r[0]), r[1], r[2]) for r in rows]
+
+    async def history(
+        self,
+        agent: str,
+        task_id: str,
+        *,
+        limits: Limits,
+        length: int | None = None,
+        through: int | None = None,
+    ) -> list[Message]:
+        if _unstorable(agent, task_id):
+            return []
+
+        def read(conn: Connection) -> list[Message]:
+            def fetch(below: int, limit: int) -> list[tuple[Any, ...]]:
+                rows = conn.execute(HISTORY_ROWS, (agent, task_id, below, kinds, limit))
+                return rows.fetchall()
+
+            return read_history(fetch, through, limits, length)
+
+        kinds = list(HISTORY_KINDS)
+        return await self._run(read)
 
     async def task_since(
         self, agent: str, task_id: str, seq: int
