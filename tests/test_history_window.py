@@ -121,3 +121,25 @@ async def test_a_turn_writes_as_much_at_turn_40_as_at_turn_2(database: str, tmp_
         assert texts[-4:] == ["ask 39", QUESTION, "ask 40", QUESTION]
         assert len(texts) == 2 * 41
         assert row_before <= row_at_2 + 8
+
+
+async def test_an_answer_shows_the_history_get_task_shows(tmp_path: Path) -> None:
+    # A new task's answer and a turn's last messages come from what the server just
+    # recorded; a longer window from the log: the same window either way.
+    settings = HostSettings(limits=Limits(history_messages=3))
+    async with live_server(tmp_path, mount, host_settings=settings) as server:
+        first = await server.jsonrpc("SendMessage", {"message": user_message("ask 0")})
+        task = first["result"]["task"]
+        got = await server.jsonrpc("GetTask", {"id": task["id"]})
+        assert task["history"] == got["result"]["history"]
+        for length in (None, 1, 2, 5):
+            params: dict[str, Any] = {"message": user_message("ask more", taskId=task["id"])}
+            if length is not None:
+                params["configuration"] = {"historyLength": length}
+            answer = (await server.jsonrpc("SendMessage", params))["result"]["task"]
+            query: dict[str, Any] = {"id": task["id"]}
+            if length is not None:
+                query["historyLength"] = length
+            got = await server.jsonrpc("GetTask", query)
+            assert answer["history"] == got["result"]["history"]
+            assert len(answer["history"]) == min(length or 3, 3)

@@ -377,7 +377,9 @@ class Executions:
 
         def add_message(share: Share) -> None:
             # The message joins the history in the log; the task is as it was.
-            self._recorder.append(live, share, stored.task, "message", message.to_json(), None)
+            self._recorder.append(
+                live, share, stored.task, "message", message.to_json(), None, [message]
+            )
             self._recorder.remember(
                 share, execution, task_id=live.task_id, seq=live.feed.current_seq
             )

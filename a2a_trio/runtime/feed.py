@@ -11,12 +11,18 @@ window catches up from the event log in SQLite.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 
 import trio
 
-from ..protocol import StreamResponse, Task
+from ..protocol import Message, StreamResponse, Task
+from ..protocol.limits import Limits
+from ..protocol.tasks import HistoryWindow
 
 __all__ = ["TaskFeed"]
+
+#: Messages of the history a feed keeps for answering without a read of the log.
+HISTORY_KEPT = 1_000
 
 #: A published streamed event: its log sequence, the event, and its JSON text
 #: as recorded (None when it has not been rendered), so relays need not render it again.
@@ -34,7 +40,9 @@ class TaskFeed:
         self.last_seq = last_seq
         #: The sequence of ``current``: the last event recorded, published or not.
         self.current_seq = last_seq
-        self._held: list[tuple[int, Task, StreamResponse | None, str | None]] = []
+        self._held: list[
+            tuple[int, Task, StreamResponse | None, str | None, Sequence[Message]]
+        ] = []
         self._holding = False
         self._uncommitted_from = 0
         self._recent: deque[FeedItem] = deque()
@@ -46,6 +54,11 @@ class TaskFeed:
         #: Sequence of the latest streamed event published while the task was
         #: final or interrupted: a blocking SendMessage waits for one after it began.
         self.settled_seq = last_seq if snapshot is not None and _settled(snapshot) else 0
+        #: The history messages of the events published after ``_messages_after``,
+        #: by sequence: a response's history window is often all in here (a new
+        #: task's, or a turn's last few messages), and then needs no read of the log.
+        self._messages: deque[tuple[int, Message]] = deque()
+        self._messages_after = last_seq
 
     @property
     def wakeup(self) -> trio.Event:
@@ -59,13 +72,17 @@ class TaskFeed:
         snapshot: Task,
         response: StreamResponse | None,
         text: str | None = None,
+        messages: Sequence[Message] = (),
     ) -> None:
-        """A recorded event: publish it now, or hold it (and all after it) until released."""
+        """A recorded event: publish it now, or hold it (and all after it) until released.
+
+        ``messages``: what the event adds to the task's history, in order.
+        """
         self.current, self.current_seq = snapshot, seq
         if self._holding or self._held:
-            self._held.append((seq, snapshot, response, text))
+            self._held.append((seq, snapshot, response, text, messages))
         else:
-            self.publish(seq, snapshot, response, text)
+            self.publish(seq, snapshot, response, text, messages)
 
     def hold(self) -> None:
         """Hold every event recorded from now on until :meth:`release` or :meth:`discard`.
@@ -79,8 +96,8 @@ class TaskFeed:
         """Publish the held events, in order, and stop holding."""
         self._holding = False
         held, self._held = self._held, []
-        for seq, snapshot, response, text in held:
-            self.publish(seq, snapshot, response, text)
+        for seq, snapshot, response, text, messages in held:
+            self.publish(seq, snapshot, response, text, messages)
 
     def discard(self) -> None:
         """Forget the events held since :meth:`hold` (their transaction rolled back)."""
@@ -96,13 +113,23 @@ class TaskFeed:
         if seq != self.last_seq:  # the log moved on without this feed: readers catch up there
             self._recent.clear()
             self._evicted_through = seq
+            self._forget_messages(seq)
         self.snapshot = self.current = snapshot
         self.last_seq = self.current_seq = seq
 
     def publish(
-        self, seq: int, snapshot: Task, response: StreamResponse | None, text: str | None = None
+        self,
+        seq: int,
+        snapshot: Task,
+        response: StreamResponse | None,
+        text: str | None = None,
+        messages: Sequence[Message] = (),
     ) -> None:
         """Make a committed event visible. ``response`` is None for history-only rows."""
+        for message in messages:
+            self._messages.append((seq, message))
+        if len(self._messages) > HISTORY_KEPT:
+            self._forget_messages(self._messages[-HISTORY_KEPT - 1][0])
         if not self._held:
             self.current, self.current_seq = snapshot, seq
         self.snapshot = snapshot
@@ -126,11 +153,34 @@ class TaskFeed:
         """
         if self._holding or self._held or seq <= self.current_seq:
             return
+        self._forget_messages(seq)  # what another process recorded is in the log only
         for item_seq, response, text in items:
             if item_seq > self.last_seq:
                 self.publish(item_seq, snapshot, response, text)
         if seq > self.last_seq:  # a history-only event last: the task moved all the same
             self.publish(seq, snapshot, None)
+
+    def history(self, limits: Limits, length: int | None, through: int) -> list[Message] | None:
+        """The history window up to event ``through``, if this feed holds all of it.
+
+        None when the window reaches back past what the feed saw published:
+        the log has it (:meth:`a2a_trio.store.Store.history`).
+        """
+        if through < self._messages_after:
+            return None
+        window = HistoryWindow(limits, length)
+        for seq, message in reversed(self._messages):
+            if seq > through:
+                continue
+            if not window.offer(message):
+                return window.messages()
+        return window.messages() if self._messages_after == 0 else None
+
+    def _forget_messages(self, through: int) -> None:
+        """Keep only the messages of events after ``through`` (the log has the rest)."""
+        while self._messages and self._messages[0][0] <= through:
+            self._messages.popleft()
+        self._messages_after = max(self._messages_after, through)
 
     def notify(self) -> None:
         """Wake every waiting reader (something they may care about changed)."""

@@ -454,7 +454,7 @@ class AgentHost:
         if snapshot is None:
             raise execution.error or InternalError()
         history_length = configuration.history_length if configuration else None
-        return await self._shown(snapshot, history_length, through=live.feed.last_seq)
+        return await self._shown(snapshot, history_length, through=live.feed.last_seq, live=live)
 
     async def stream_message(
         self,
@@ -504,6 +504,7 @@ class AgentHost:
                     execution.start_snapshot,
                     configuration.history_length if configuration else None,
                     through=execution.start_seq,
+                    live=live,
                 )
                 initial.append((execution.start_seq, StreamResponse(task=task), None))
             # The stream holds the task from the start (it is read at once): its
@@ -619,20 +620,24 @@ class AgentHost:
         *,
         through: int | None = None,
         include_artifacts: bool = True,
+        live: LiveTask | None = None,
     ) -> Task:
         """The task as a response shows it, its history read from the log up to ``through``.
 
         The row holds no history (see :mod:`a2a_trio.store.history`): a
         response that shows one reads its window, a turn never rewrites it.
+        A ``live`` task's feed may hold the whole window (a new task's, say):
+        then no read is needed.
         """
         if history_length != 0:
-            history = await self.store.history(
-                self.name,
-                task.id,
-                limits=self.settings.limits,
-                length=history_length,
-                through=through,
-            )
+            limits = self.settings.limits
+            history = None
+            if live is not None and through is not None:
+                history = live.feed.history(limits, history_length, through)
+            if history is None:
+                history = await self.store.history(
+                    self.name, task.id, limits=limits, length=history_length, through=through
+                )
             task = task.model_copy(update={"history": history or None})
         return view_task(task, history_length=history_length, include_artifacts=include_artifacts)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import trio
@@ -261,7 +261,7 @@ class Recorder:
             update={"task_id": snapshot.id, "context_id": message.context_id or snapshot.context_id}
         )
         # The message joins the history in the log; the task itself is as it was.
-        self.append(live, share, snapshot, "message", message.to_json(), None)
+        self.append(live, share, snapshot, "message", message.to_json(), None, [message])
 
     def _record_task(self, live: LiveTask, execution: Execution, task: Task, share: Share) -> None:
         snapshot = live.feed.current
@@ -323,7 +323,7 @@ class Recorder:
         share.new = NewTask(context.caller.identifier, config, execution.protocol, lease)
         share.events.append(EventWrite(1, "task", payload, task))
         self.remember(share, execution, task_id=task.id)
-        live.feed.record(1, task, response, payload)
+        live.feed.record(1, task, response, payload, history)
         self._settling.append(execution)
 
     def _record_status(
@@ -345,7 +345,7 @@ class Recorder:
             event = event.model_copy(update=update)
         response = StreamResponse(status_update=event)
         updated = apply_status(snapshot, event)
-        self.append(live, share, updated, "status", response.to_json(), response)
+        self.append(live, share, updated, "status", response.to_json(), response, _said(event))
         if requested.is_interrupted:
             execution.may_resume = False
 
@@ -389,11 +389,15 @@ class Recorder:
         kind: Literal["status", "artifact", "message"],
         payload: str,
         response: StreamResponse | None,
+        messages: Sequence[Message] = (),
     ) -> None:
-        """Add one event, with the task it makes, to the task's share of the write."""
+        """Add one event, with the task it makes, to the task's share of the write.
+
+        ``messages``: what the event adds to the task's history (its log keeps them).
+        """
         seq = live.feed.current_seq + 1
         share.events.append(EventWrite(seq, kind, payload, snapshot))
-        live.feed.record(seq, snapshot, response, payload)
+        live.feed.record(seq, snapshot, response, payload, messages)
 
     def remember(self, share: Share, execution: Execution, **receipt: Any) -> None:
         """Note what the execution's message started; store its receipt with the share if due.
@@ -518,7 +522,7 @@ class Recorder:
         )
         response = StreamResponse(status_update=event)
         updated = apply_status(snapshot, event)
-        self.append(live, share, updated, "status", response.to_json(), response)
+        self.append(live, share, updated, "status", response.to_json(), response, _said(event))
 
     def _end_if_open(self, live: LiveTask, share: Share, state: TaskState, reason: str) -> None:
         snapshot = live.feed.current
@@ -537,6 +541,12 @@ def _context_update(context_id: str, snapshot: Task) -> dict[str, object]:
     """The update that gives an event its task's context id, when it lacks it."""
     wanted = snapshot.context_id or context_id
     return {} if wanted == context_id else {"context_id": wanted}
+
+
+def _said(event: TaskStatusUpdateEvent) -> list[Message]:
+    """What a status update adds to the history: its message, if it has one."""
+    message = event.status.message
+    return [message] if message is not None else []
 
 
 def event_task_id(event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> str:
