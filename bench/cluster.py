@@ -45,9 +45,11 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import math
 import os
+import secrets
 import statistics
 import sys
 import tempfile
@@ -67,9 +69,11 @@ from .common import (
     PROTOCOL_VERSION,
     RESULTS_DIR,
     VERSION_HEADER,
+    cpu_seconds,
     parse_tick,
     raise_nofile_limit,
 )
+from .conversations import ConversationSettings, render_conversations, run_conversations
 from .postgres import DEFAULT_PG_URL, LocalPostgres, PostgresError
 from .run import _cpu_model, _git_state, choose_cores, log, pinned_to, postgres_pinned
 from .servers import ServerKind, ServerProcess, ServerStartError, free_port, spawn
@@ -368,15 +372,6 @@ def measure_latency(
 
 # --- throughput and CPU ---------------------------------------------------------------------
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` so far (``/proc/PID/stat``)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
 
 def postgres_cpu(backends: Callable[[], list[int]]) -> dict[int, float]:
     """CPU seconds so far of each backend serving the configuration's database, by PID."""
@@ -467,11 +462,28 @@ class Configuration:
     name: str
     title: str
     members: tuple[Member, ...]
-    measure: str  # "latency" or "throughput"
+    measure: str  # "latency", "throughput" or "conversation"
     extra: dict[str, str] = field(default_factory=dict)
 
 
-def configurations(poll_s: float | None) -> list[Configuration]:
+def conversation_configurations(baseline: Path | None) -> list[Configuration]:
+    """Conversations over 3 processes, each turn to another one (and the same on ``baseline``)."""
+    kinds = [("", TRIO_KIND)]
+    if baseline is not None:
+        kinds.insert(0, ("@base", dataclasses.replace(TRIO_KIND, code=str(baseline.resolve()))))
+    return [
+        Configuration(
+            f"conversation-3-processes{tag}",
+            "a2a-trio, 3 processes on one database: conversations of 1, 10, 100 turns, c=16,"
+            " each turn to the next process" + (f" (a2a_trio from {baseline})" if tag else ""),
+            tuple(Member(f"trio-{n}", kind) for n in (1, 2, 3)),
+            "conversation",
+        )
+        for tag, kind in kinds
+    ]
+
+
+def configurations(poll_s: float | None, baseline: Path | None = None) -> list[Configuration]:
     poll = () if poll_s is None else ("--poll", str(poll_s))
     return [
         Configuration(
@@ -492,6 +504,7 @@ def configurations(poll_s: float | None) -> list[Configuration]:
             "latency",
         ),
         *THROUGHPUT_CONFIGURATIONS,
+        *conversation_configurations(baseline),
     ]
 
 
@@ -552,6 +565,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"name prefix of the databases created and dropped (default {DEFAULT_DB_PREFIX})",
     )
     parser.add_argument("--out", type=Path, help="the JSON result (default bench/results/)")
+    parser.add_argument(
+        "--conversation-turns", type=int, default=3200, help="turns per conversation length"
+    )
+    parser.add_argument(
+        "--conversation-history", type=int, help="historyLength of every turn (default: none)"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a directory holding another a2a_trio package: the conversation configuration "
+        "runs with it too, as conversation-3-processes@base",
+    )
     args = parser.parse_args(argv)
     args.server_core, args.client_core = choose_cores(args.no_pin)
     return args
@@ -632,6 +657,13 @@ def render(document: dict[str, Any]) -> str:
             f" | {cpu['median']:.2f} ({cpu['min']:.2f}-{cpu['max']:.2f})"
             f" | {entry['postgres_cpu_ms_per_request']['median']:.2f} | {entry['bad']} |"
         )
+    conversations = {
+        name: entry
+        for name, entry in document["results"].items()
+        if entry.get("measure") == "conversation"
+    }
+    if conversations:
+        lines += ["", "## Conversations", "", *render_conversations(conversations)]
     return "\n".join(lines) + "\n"
 
 
@@ -653,6 +685,13 @@ def run_configuration(
 
             if config.measure == "latency":
                 entry.update(measure_latency(servers, args))
+            elif config.measure == "conversation":
+                settings = ConversationSettings(
+                    total_turns=args.conversation_turns, history_length=args.conversation_history
+                )
+                ports, pids = [s.port for s in servers], [s.pid for s in servers]
+                result = run_conversations(ports, pids, settings, secrets.token_hex(4))
+                entry.update({"status": "ok", "result": result})
             else:
                 web = [member.web for member in config.members]
                 entry.update(measure_throughput(servers, web, args, backends))
@@ -664,7 +703,7 @@ def run_configuration(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    chosen = configurations(args.reference_poll)
+    chosen = configurations(args.reference_poll, args.baseline)
     if args.list:
         for config in chosen:
             print(f"{config.name:20} {config.title}")

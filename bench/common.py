@@ -8,6 +8,7 @@ a2a-trio or the a2a-sdk, so each server script pulls in only its own stack.
 
 from __future__ import annotations
 
+import os
 import resource
 from pathlib import Path
 
@@ -42,6 +43,12 @@ VERSION_HEADER = "A2A-Version"
 
 #: A message whose text starts with this keeps its task WORKING until cancelled.
 HOLD_PREFIX = "hold"
+#: A message whose text starts with this pauses its task INPUT_REQUIRED with a
+#: question (:data:`ASK_QUESTION`), a new task and each follow-up alike: a
+#: conversation of the ``conversation`` case adds two messages a turn.
+ASK_PREFIX = "ask"
+ASK_QUESTION = "What else?"
+INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
 #: ``tick N INTERVAL_MS DELAY_MS`` (the cluster bench's servers): N timestamped status updates.
 TICK_PREFIX = "tick"
 #: The text every load request sends; the echo artifact repeats it.
@@ -73,6 +80,16 @@ def raise_nofile_limit() -> int:
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (``/proc/PID/stat``)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def rss_kib(pid: int) -> int:

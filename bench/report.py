@@ -14,6 +14,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .conversations import conversation_targets, render_conversations
+
 __all__ = ["RATIOS", "render_markdown", "wrk_summary"]
 
 #: (subject, base): each pair run together gets a ratio column, on the same store.
@@ -37,6 +39,8 @@ def wrk_summary(runs: Sequence[Result]) -> Result:
     """Median, min and max of good req/s, p50 and p99 over runs; bad and errors summed."""
     return {
         "rps": _spread([run["good_rps"] for run in runs]),
+        # The server process's CPU per verified response (from /proc), when measured.
+        "cpu_us": _spread([run.get("cpu_us_per_good", math.nan) for run in runs]),
         "p50_ms": _spread([run["p50_ms"] for run in runs]),
         "p99_ms": _spread([run["p99_ms"] for run in runs]),
         "requests": sum(run["requests"] for run in runs),
@@ -108,7 +112,11 @@ def _headline(case: Result, entry: Result) -> float | None:
         "push": "deliveries_per_s",
         "push-slow": "added_ms",
         "feed": "ratio",
+        "conversation": "",
     }[kind]
+    if kind == "conversation":
+        targets = conversation_targets(result)
+        return targets.get("turns_per_s_100_over_1")
     value: float = result[key]
     return value
 
@@ -121,6 +129,7 @@ def _headline_label(case: Result) -> str:
         "push": "deliveries/s ↑",
         "push-slow": "ms added by a slow webhook ↓",
         "feed": "throughput watched / alone ↑",
+        "conversation": "100-turn turns/s / new-task turns/s ↑",
     }[case["kind"]]
 
 
@@ -148,7 +157,7 @@ def _summary(document: Result) -> list[str]:
             value = values[server]
             row.append("FAILED" if value is None else _num(value))
         for subject, base in pairs:
-            if case["kind"] in ("push-slow", "feed"):
+            if case["kind"] in ("push-slow", "feed", "conversation"):
                 row.append("—")  # a difference of near-zero numbers is no useful ratio
             else:
                 row.append(_ratio(values.get(subject), values.get(base)))
@@ -161,7 +170,16 @@ def _summary(document: Result) -> list[str]:
 
 def _wrk_details(case: Result, servers: Sequence[str], runs: int) -> list[str]:
     unit = case.get("unit", "req/s")
-    header = ["server", unit, "p50 ms", "p99 ms", "responses", "bad", "transport errors"]
+    header = [
+        "server",
+        unit,
+        "server CPU µs/resp",
+        "p50 ms",
+        "p99 ms",
+        "responses",
+        "bad",
+        "transport errors",
+    ]
     rows = []
     summaries: dict[str, Result] = {}
     samples = []
@@ -170,7 +188,7 @@ def _wrk_details(case: Result, servers: Sequence[str], runs: int) -> list[str]:
         if entry is None:
             continue
         if entry["status"] != "ok":
-            rows.append([server, _failure(entry), "", "", "", "", ""])
+            rows.append([server, _failure(entry), "", "", "", "", "", ""])
             continue
         summary = summaries[server] = wrk_summary(entry["runs"])
         count = len(entry["runs"])
@@ -178,6 +196,7 @@ def _wrk_details(case: Result, servers: Sequence[str], runs: int) -> list[str]:
             [
                 server,
                 _spread_text(summary["rps"], count),
+                _spread_text(summary["cpu_us"], count),
                 _spread_text(summary["p50_ms"], count),
                 _spread_text(summary["p99_ms"], count),
                 f"{summary['requests']:,}",
@@ -414,6 +433,8 @@ def render_markdown(document: Result) -> str:
             lines += _python_details(case, servers, PUSH_HEADER, _push_row)
         elif kind == "feed":
             lines += _python_details(case, servers, FEED_HEADER, _feed_row)
+        elif kind == "conversation":
+            lines += render_conversations(case["results"])
         else:
             lines += _python_details(case, servers, PUSH_SLOW_HEADER, _push_slow_row)
         for server in servers:

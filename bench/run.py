@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import REPO, RESULTS_DIR, raise_nofile_limit
+from .conversations import ConversationSettings, run_conversations
 from .grpc_load import GRPC_CONCURRENCY, grpc_target, run_grpc_load
 from .postgres import DEFAULT_PG_URL, LocalPostgres, PostgresError
 from .pycases import (
@@ -54,8 +55,19 @@ from .pycases import (
     run_streams,
 )
 from .report import render_markdown, wrk_summary
-from .servers import SERVERS, ServerKind, ServerProcess, running_server, start_server
+from .servers import (
+    SERVERS,
+    ServerKind,
+    ServerProcess,
+    on_baseline,
+    running_server,
+    start_server,
+    with_cpu,
+)
 from .wrk import WRK_CASES, WrkCase, run_wrk, wrk_version
+
+#: The module of the a2a-trio servers (the only ones with the feed and the "ask" agent).
+TRIO_SERVER = "bench.trio_server"
 
 PACKAGES = (
     "a2a-trio",
@@ -104,6 +116,11 @@ CASES: tuple[Case, ...] = (
         "feed",
         "SendMessage at c=16 with 10 live feed clients (one stalled) vs none (a2a-trio only)",
     ),
+    Case(
+        "conversation",
+        "conversation",
+        "conversations of 1, 10 and 100 turns at c=16: turns/s, latency by turn (a2a-trio only)",
+    ),
 )
 
 
@@ -120,6 +137,8 @@ class Settings:
     push_concurrency: int
     slow_sends: int
     feed_sends: int
+    conversation_turns: int
+    conversation_history: int | None
     settle_bound_s: float
     push_bound_s: float
     server_core: int | None
@@ -153,6 +172,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--slow-sends", type=int, help="sends each way in push-slow (default 10)")
     parser.add_argument(
         "--feed-sends", type=int, help="sends per measurement in the feed case (default 3000)"
+    )
+    parser.add_argument(
+        "--conversation-turns",
+        type=int,
+        help="turns per conversation length in the conversation case (default 3200)",
+    )
+    parser.add_argument(
+        "--conversation-history",
+        type=int,
+        help="historyLength every conversation turn sends (default: none)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a directory holding another a2a_trio package (a checkout of an earlier commit): "
+        "each selected a2a-trio server is run a second time with it, as NAME@base",
     )
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to cores")
     parser.add_argument(
@@ -199,6 +234,8 @@ def make_settings(args: argparse.Namespace) -> Settings:
         push_concurrency=16,
         slow_sends=pick(args.slow_sends, 10, 3),
         feed_sends=pick(args.feed_sends, 3000, 500),
+        conversation_turns=pick(args.conversation_turns, 3200, 1600),
+        conversation_history=args.conversation_history,
         settle_bound_s=10.0 if quick else 20.0,
         push_bound_s=20.0 if quick else 60.0,
         server_core=server_core,
@@ -224,12 +261,18 @@ def select_cases(filters: str | None) -> list[Case]:
     return selected
 
 
-def select_servers(names: str) -> list[ServerKind]:
+def select_servers(names: str, baseline: Path | None = None) -> list[ServerKind]:
+    """The servers named; with ``baseline``, each a2a-trio one preceded by its NAME@base twin."""
     chosen = [name.strip() for name in names.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in SERVERS]
     if unknown:
         raise SystemExit(f"unknown server(s) {unknown}; choose from {list(SERVERS)}")
-    return [SERVERS[name] for name in chosen]
+    kinds = []
+    for name in chosen:
+        if baseline is not None and SERVERS[name].module == TRIO_SERVER:
+            kinds.append(on_baseline(SERVERS[name], baseline))
+        kinds.append(SERVERS[name])
+    return kinds
 
 
 # --- metadata ---------------------------------------------------------------------------------
@@ -314,11 +357,15 @@ def run_wrk_case(case: WrkCase, server: ServerProcess, settings: Settings) -> di
     warmup = run_wrk(case, server.url, settings.warmup_s, _nonce(), settings.client_core)
     runs = []
     for number in range(1, settings.runs + 1):
-        run = run_wrk(case, server.url, settings.duration_s, _nonce(), settings.client_core)
+        run = with_cpu(
+            server,
+            lambda: run_wrk(case, server.url, settings.duration_s, _nonce(), settings.client_core),
+        )
         runs.append(run)
         log(
             f"  run {number}/{settings.runs}: {run['good_rps']:.0f} {case.unit}, "
-            f"p50 {run['p50_ms']:.2f} ms, p99 {run['p99_ms']:.2f} ms, bad {run['bad']}"
+            f"p50 {run['p50_ms']:.2f} ms, p99 {run['p99_ms']:.2f} ms, bad {run['bad']}, "
+            f"server CPU {run['cpu_us_per_good']:.0f} us/resp"
         )
         if not server.alive():
             raise RuntimeError("the server exited during the run")
@@ -370,6 +417,17 @@ def run_python_case(case: Case, server: ServerProcess, settings: Settings) -> di
         result = run_push_slow(server.port, push, _nonce())
     elif case.kind == "feed":
         result = run_feed(server.port, FeedCaseSettings(sends=settings.feed_sends), _nonce())
+    elif case.kind == "conversation":
+        conversation = ConversationSettings(
+            total_turns=settings.conversation_turns, history_length=settings.conversation_history
+        )
+        result = run_conversations([server.port], [server.pid], conversation, _nonce())
+        for length in result["lengths"]:
+            log(
+                f"  {length['length']} turns: {length['turns_per_s']:.0f} turns/s, "
+                f"{length['cpu_us_per_turn']:.0f} us CPU/turn, follow-up p50 "
+                f"{length['follow_up_p50_ms']:.1f} ms"
+            )
     else:
         streams = StreamSettings(count=settings.streams, settle_bound_s=settings.settle_bound_s)
         result = run_streams(server.port, server.pid, streams, _nonce())
@@ -384,11 +442,14 @@ def run_grpc_case(server: ServerProcess, settings: Settings) -> dict[str, Any]:
     warmup = run_grpc_load(target, settings.warmup_s, GRPC_CONCURRENCY, _nonce())
     runs = []
     for number in range(1, settings.runs + 1):
-        run = run_grpc_load(target, settings.duration_s, GRPC_CONCURRENCY, _nonce())
+        run = with_cpu(
+            server, lambda: run_grpc_load(target, settings.duration_s, GRPC_CONCURRENCY, _nonce())
+        )
         runs.append(run)
         log(
             f"  run {number}/{settings.runs}: {run['good_rps']:.0f} req/s, "
-            f"p50 {run['p50_ms']:.2f} ms, p99 {run['p99_ms']:.2f} ms, bad {run['bad']}"
+            f"p50 {run['p50_ms']:.2f} ms, p99 {run['p99_ms']:.2f} ms, bad {run['bad']}, "
+            f"server CPU {run['cpu_us_per_good']:.0f} us/resp"
         )
         if not server.alive():
             raise RuntimeError("the server exited during the run")
@@ -414,8 +475,8 @@ def run_server(
     """Every selected case against ``kind``; results go to ``record(case, server, entry)``."""
     if kind.wrk_only:
         cases = [case for case in cases if case.wrk is not None]
-    if kind.module != "bench.trio_server":  # only a2a-trio has a live feed
-        cases = [case for case in cases if case.kind != "feed"]
+    if kind.module != TRIO_SERVER:  # only a2a-trio has a live feed and the "ask" agent
+        cases = [case for case in cases if case.kind not in ("feed", "conversation")]
     load_cases = [case for case in cases if case.kind != "streams"]
     session = ServerSession(kind, workdir, settings.server_core, postgres)
     try:
@@ -497,7 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{case.name:22} {case.title}")
         return 0
     cases = select_cases(args.cases)
-    kinds = select_servers(args.servers)
+    kinds = select_servers(args.servers, args.baseline)
     settings = make_settings(args)
     raise_nofile_limit()
     if any(case.wrk for case in cases) and shutil.which("wrk") is None:

@@ -16,6 +16,7 @@ argument and, for a2a-trio's own configuration, as ``A2A_TRIO_DATABASE``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import signal
@@ -26,11 +27,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import httpx
 
-from .common import CARD_PATH, REPO, rss_kib
+from .common import CARD_PATH, REPO, cpu_seconds, rss_kib
 from .postgres import LocalPostgres
 
 __all__ = [
@@ -67,10 +68,22 @@ class ServerKind:
     description: str = ""
     #: True: canned answers, no tasks behind them: only the wrk cases apply.
     wrk_only: bool = False
+    #: A directory holding another ``a2a_trio`` package (a checkout of an
+    #: earlier commit, say) that the server imports instead of this one's, with
+    #: this bench's server script: the "before" of a before/after run.
+    code: str | None = None
 
     def command(self, port: int, database: str) -> list[str]:
         store = "--memory" if self.store == "memory" else database
-        return [sys.executable, "-m", self.module, str(port), store]
+        if self.code is None:
+            return [sys.executable, "-m", self.module, str(port), store]
+        # a2a_trio imported from ``code`` first; ``bench`` then from this checkout.
+        start = (
+            f"import runpy, sys; sys.path.insert(0, {self.code!r}); import a2a_trio;"
+            f" sys.path.remove({self.code!r});"
+            f" runpy.run_module({self.module!r}, run_name='__main__', alter_sys=True)"
+        )
+        return [sys.executable, "-c", start, str(port), store]
 
 
 SERVERS: dict[str, ServerKind] = {
@@ -297,3 +310,29 @@ def running_server(
         yield server
     finally:
         server.stop()
+
+
+def on_baseline(kind: ServerKind, baseline: Path) -> ServerKind:
+    """``kind`` as ``NAME@base``, importing the ``a2a_trio`` package found in ``baseline``."""
+    if not (baseline / "a2a_trio" / "__init__.py").is_file():
+        raise SystemExit(f"--baseline {baseline}: no a2a_trio package there")
+    return dataclasses.replace(
+        kind,
+        name=f"{kind.name}@base",
+        code=str(baseline.resolve()),
+        description=f"{kind.description}; a2a_trio from {baseline}",
+    )
+
+
+def with_cpu(server: ServerProcess, load: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``load()``'s result with the server process's CPU during it, per verified response.
+
+    ``load`` returns a wrk-style result (``good_rps``, ``duration_s``).
+    """
+    before = cpu_seconds(server.pid)
+    run = load()
+    cpu = cpu_seconds(server.pid) - before
+    run["cpu_s"] = cpu
+    good = run["good_rps"] * run["duration_s"]
+    run["cpu_us_per_good"] = cpu / good * 1e6 if good else float("nan")
+    return run

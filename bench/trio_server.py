@@ -33,6 +33,8 @@ from a2a_trio.echo import EchoExecutor
 from a2a_trio.push import PushSettings
 
 from .common import (
+    ASK_PREFIX,
+    ASK_QUESTION,
     CARD_DESCRIPTION,
     CARD_NAME,
     CARD_VERSION,
@@ -48,7 +50,8 @@ from .common import (
 
 
 class BenchExecutor(EchoExecutor):
-    """The echo agent, plus ``hold ...``: a task that stays WORKING until cancelled.
+    """The echo agent, plus ``hold ...`` (a task that stays WORKING until cancelled)
+    and ``ask ...`` (a turn of a conversation, see :meth:`ask`).
 
     Echo: SUBMITTED, WORKING, one text artifact repeating the text, COMPLETED
     (so a stream carries exactly four events). Hold: SUBMITTED, WORKING, then
@@ -57,7 +60,11 @@ class BenchExecutor(EchoExecutor):
     """
 
     async def execute(self, context: RequestContext, queue: EventQueue) -> None:
-        if not context.user_text().startswith(HOLD_PREFIX):
+        text = context.user_text()
+        if text.startswith(ASK_PREFIX):
+            await self.ask(context, queue)
+            return
+        if not text.startswith(HOLD_PREFIX):
             await super().execute(context, queue)
             return
         updater = TaskUpdater(queue, context.task_id, context.context_id)
@@ -65,6 +72,14 @@ class BenchExecutor(EchoExecutor):
             await updater.submit()
         await updater.start_work()
         await trio.sleep_forever()
+
+    async def ask(self, context: RequestContext, queue: EventQueue) -> None:
+        """A turn of a conversation: WORKING, then INPUT_REQUIRED asking for more."""
+        updater = TaskUpdater(queue, context.task_id, context.context_id)
+        if context.current_task is None:
+            await updater.submit()
+        await updater.start_work()
+        await updater.requires_input(ASK_QUESTION)
 
 
 def bench_card() -> AgentCard:
