@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 import trio
@@ -24,10 +24,11 @@ import trio
 from a2a_trio.store.url import PostgresLocation
 
 from .conftest import user_message
-from .postgres import execute, fresh_database, postgres_url
+from .postgres import execute, fresh_database, postgres_url, rows
 from .servers import REPO, STARTUP_TIMEOUT, ServerProcess
 from .test_cluster import (
     LEASE_SECONDS,
+    LOGGED_SEQS,
     frames,
     rpc,
     start_server,
@@ -267,3 +268,67 @@ async def test_sigterm_lets_a_worker_finish_what_it_runs(deployment: Deployment)
     for task in tasks:  # finished on the draining worker, not ended by the shutdown
         done = await wait_for_state(web, task["id"], "TASK_STATE_COMPLETED", within=10)
         assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+# --- a worker that dies under a waiting client ------------------------------------------------
+
+
+async def test_a_blocking_send_whose_worker_is_killed_is_answered_failed(
+    deployment: Deployment,
+) -> None:
+    doomed = deployment.start_worker()
+    web = deployment.web[0]
+    answers: list[dict[str, Any]] = []
+
+    async def send() -> None:
+        answers.append(await rpc(web, "SendMessage", {"message": user_message("hold")}))
+
+    with trio.fail_after(LEASE_SECONDS + 20):
+        async with trio.open_nursery() as nursery:
+            with deployment.only(doomed):
+                nursery.start_soon(send)
+                holder = await wait_for_any_file(deployment.directory, f".holder.{doomed.name}")
+                await wait_for_state(web, holder.name.split(".")[0], "TASK_STATE_WORKING")
+            doomed.kill()
+    task = answers[0]["task"]
+    # The client hears how the task ended, as GetTask tells it: not WORKING.
+    assert task["status"]["state"] == "TASK_STATE_FAILED", task["status"]
+    stored = await rpc(web, "GetTask", {"id": task["id"]})
+    assert stored["status"]["state"] == "TASK_STATE_FAILED"
+
+
+async def test_a_stream_whose_worker_is_killed_ends_with_the_failure(
+    deployment: Deployment,
+) -> None:
+    doomed = deployment.start_worker()
+    web = deployment.web[1]
+    received: list[tuple[str | None, dict[str, Any]]] = []
+
+    async def stream() -> None:
+        received.extend(
+            await frames(web, "SendStreamingMessage", {"message": user_message("hold")})
+        )
+
+    with trio.fail_after(LEASE_SECONDS + 20):
+        async with trio.open_nursery() as nursery:
+            with deployment.only(doomed):
+                nursery.start_soon(stream)
+                holder = await wait_for_any_file(deployment.directory, f".holder.{doomed.name}")
+                await wait_for_state(web, holder.name.split(".")[0], "TASK_STATE_WORKING")
+            doomed.kill()
+    states = [state_of(result) for _, result in received]
+    assert states[-1] == "TASK_STATE_FAILED", states
+    task_id = received[0][1]["task"]["id"]
+    logged = rows(deployment.database, LOGGED_SEQS, task_id)
+    ids = [int(event_id) for event_id, _ in received if event_id is not None]
+    assert ids == [seq for (seq,) in logged], "the stream relays the log to its last event"
+
+
+async def wait_for_any_file(directory: Path, suffix: str) -> Path:
+    """The first file in ``directory`` named ``*suffix`` (another process writes it)."""
+    with trio.fail_after(10):
+        while True:
+            found = [path for path in directory.iterdir() if path.name.endswith(suffix)]  # noqa: ASYNC240
+            if found:
+                return found[0]
+            await trio.sleep(0.01)

@@ -114,6 +114,21 @@ class LiveTask:
     catching_up: bool = False
     catch_up_again: bool = False
 
+    @property
+    def left_running(self) -> bool:
+        """Whether the task is published as SUBMITTED or WORKING.
+
+        An execution that is done may leave its task so when something else
+        ends it: the host's retry of an ending it could not store, or the
+        process that adopts the task of a worker that died. Its waiters wait
+        for that ending in the log, not only for the execution.
+        """
+        snapshot = self.feed.snapshot
+        return snapshot is not None and snapshot.status.state in (
+            TaskState.SUBMITTED,
+            TaskState.WORKING,
+        )
+
 
 #: What the recorder reads: an execution's event, or None once the execution ended.
 Entry = tuple[LiveTask, Execution, AgentEvent | None]
@@ -327,6 +342,11 @@ class Executions:
             pause = min(pause * 2, 10.0)
         if lease is not None and self.cluster is not None:
             self.cluster.release(lease)
+        live = self._live.tasks.get(task_id)
+        if live is not None and live.left_running and self._live.attended is not None:
+            # Ended by another process meanwhile (this one was found dead, say):
+            # its streams read that ending back from the log.
+            self._live.attended(live)
 
     async def _end_stored(
         self, task_id: str, reason: str = STORE_FAILED, *, live: LiveTask | None = None

@@ -445,7 +445,9 @@ class AgentHost:
         if not (configuration and configuration.return_immediately):
             # Settled means final or interrupted by an event of this execution:
             # a continued INPUT_REQUIRED task is not settled by its old state.
-            while live.feed.settled_seq <= execution.start_seq and not execution.done.is_set():
+            while live.feed.settled_seq <= execution.start_seq and not self._execution_over(
+                live, execution
+            ):
                 await live.feed.wakeup.wait()
         # The task exists once published (direct push mode publishes late).
         while live.feed.snapshot is None and not execution.done.is_set():
@@ -456,6 +458,13 @@ class AgentHost:
         return view_task(
             snapshot, history_length=configuration.history_length if configuration else None
         )
+
+    def _execution_over(self, live: LiveTask, execution: Execution) -> bool:
+        """Whether a waiter has all it will get: the execution is done and its task's
+        ending recorded (see :attr:`LiveTask.left_running`), or the host has stopped."""
+        if not execution.done.is_set():
+            return False
+        return not live.left_running or self._finished.is_set()
 
     async def stream_message(
         self,
