@@ -91,6 +91,10 @@ class Execution:
     #: The token of the task lease this execution holds or will hold, when
     #: several processes serve the database (see runtime.cluster).
     lease_token: str | None = None
+    #: A queued execution run again from the start (its message is in the log).
+    restart: bool = False
+    #: Stopped to run again elsewhere: its task is not ended.
+    handed_back: bool = False
 
     def settle_first(self) -> None:
         self.first.set()
@@ -402,7 +406,8 @@ class Executions:
                 share, execution, task_id=live.task_id, seq=live.feed.current_seq
             )
 
-        await self._recorder.write(live, add_message)
+        if not execution.restart:  # a restart's message is in the log already
+            await self._recorder.write(live, add_message)
         execution.start_seq = live.feed.last_seq
         execution.start_snapshot = live.feed.current
         execution.may_resume = stored.state.is_interrupted
@@ -431,7 +436,7 @@ class Executions:
                 await self._recorder.end_if_open(
                     live, TaskState.CANCELED, "Canceled by the client."
                 )
-            else:
+            elif not execution.handed_back:
                 await self._recorder.end_if_open(
                     live, TaskState.FAILED, "The server shut down before the task finished."
                 )

@@ -87,11 +87,14 @@ class AgentHost:
         push: PushDispatcher | None = None,
         settings: HostSettings | None = None,
         queued: bool = False,
+        restartable: bool = False,
     ) -> None:
         self.name = name
         #: Executions run on worker processes (with several processes on the
         #: database; otherwise, as on SQLite, here): see runtime.queued.
         self.queued = queued
+        #: Queued: an execution a stopping worker cannot finish goes back to the queue.
+        self.restartable = restartable
         self.executor = executor
         self.store = store
         self.streaming = streaming
@@ -199,6 +202,7 @@ class AgentHost:
         """
         self._closing = True
         self._stop.set()
+        self._queued.work_arrived()  # a worker stops claiming at once
         if now:
             self._grace.cancel()
 
@@ -248,6 +252,8 @@ class AgentHost:
         with self._grace:
             for execution in list(self._executions.running):
                 await execution.done.wait()
+        if self.restartable:
+            self._queued.hand_back_running()
         for execution in list(self._executions.running):
             execution.cancel_scope.cancel()
         # Cancelled executions record their ending (Executions._run), then finish.
