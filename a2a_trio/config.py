@@ -88,6 +88,14 @@ class ClusterSection(_Section):
     lease_seconds: float = Field(default=10.0, ge=0.5, le=3600)
 
 
+class WorkerSection(_Section):
+    """``a2a-trio worker`` processes (docs/deployment.md, "Queue workers")."""
+
+    #: Seconds a stopping worker lets its running executions finish (its
+    #: runtime.shutdown_grace); queued agents are for long work.
+    grace: float = Field(default=900.0, ge=0)
+
+
 class RuntimeSettings(_Section):
     cancel_grace: float = Field(default=5.0, ge=0)
     shutdown_grace: float = Field(default=10.0, ge=0)
@@ -192,6 +200,9 @@ class AgentSettings(_Section):
     compat_0_3: bool = True
     #: ``queued``: executions run on ``a2a-trio worker`` processes (PostgreSQL).
     execution: Literal["inline", "queued"] = "inline"
+    #: Queued only: an execution a stopping worker cannot finish within its
+    #: grace may run again from the start on another worker (else it ends FAILED).
+    restartable: bool = False
     #: Serve the gRPC binding too, on the same port over HTTP/2 (docs/protocol.md).
     grpc: bool = True
 
@@ -205,6 +216,7 @@ class Settings(_Section):
     security_schemes: dict[str, SchemeSettings] = Field(default_factory=dict)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     cluster: ClusterSection = Field(default_factory=ClusterSection)
+    worker: WorkerSection = Field(default_factory=WorkerSection)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
     limits: LimitsSection = Field(default_factory=LimitsSection)
     server: ServerSection = Field(default_factory=ServerSection)
@@ -360,6 +372,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
                 guard=settings.guard,
                 compat_v0_3=agent.compat_0_3,
                 execution=agent.execution,
+                restartable=agent.restartable,
                 grpc=agent.grpc,
             )
         except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:

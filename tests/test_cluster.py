@@ -21,10 +21,10 @@ import pytest
 import trio
 
 from a2a_trio.store.postgres.listener import LISTENER_APPLICATION
-from a2a_trio.store.url import PostgresLocation
+from a2a_trio.store.url import PostgresLocation, parse_database_url
 
 from .conftest import user_message
-from .postgres import execute, fresh_database, postgres_url, rows
+from .postgres import admin_connect, execute, fresh_database, postgres_url, rows
 from .servers import ServerProcess
 from .webhooks import Reply, webhook_receiver
 
@@ -386,3 +386,63 @@ async def test_webhooks_of_a_task_go_out_in_order_and_none_is_lost_when_a_proces
     ]
     assert state_of(json.loads(queued[-1][1])) == "TASK_STATE_FAILED"
     assert len(hook.requests) - len(first_arrivals) <= 1
+
+
+# --- a database connection lost under a live stream -------------------------------------------
+
+
+async def test_a_stream_ends_with_the_failure_recorded_after_its_connection_was_killed(
+    cluster: Cluster,
+) -> None:
+    # The execution's next write waits on a row lock this test holds; its
+    # connection is killed there, then the connection of the host's attempt to
+    # end the task FAILED too. Once the lock goes, the host's retry records the
+    # FAILED ending: the stream, still open, must relay it as its last event.
+    server = cluster.processes[0]
+    location = parse_database_url(cluster.database)
+    assert isinstance(location, PostgresLocation)
+    received: list[tuple[str | None, dict[str, Any]]] = []
+    first = trio.Event()
+    body = {
+        "jsonrpc": "2.0",
+        "id": "s",
+        "method": "SendStreamingMessage",
+        "params": {"message": user_message("tick 200")},
+    }
+
+    async def stream() -> None:
+        headers = {"Accept": "text/event-stream"}
+        async with (
+            client(server) as http,
+            http.stream("POST", "/jsonrpc", json=body, headers=headers) as response,
+        ):
+            event_id = None
+            async for line in response.aiter_lines():
+                if line.startswith("id:"):
+                    event_id = line[3:].strip()
+                elif line.startswith("data:"):
+                    received.append((event_id, json.loads(line[5:])["result"]))
+                    first.set()
+
+    with trio.fail_after(30), admin_connect(location) as admin:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stream)
+            await first.wait()
+            task_id = received[0][1]["task"]["id"]
+            admin.autocommit = False
+            admin.execute("SELECT 1 FROM tasks WHERE id = %s FOR UPDATE", (task_id,))
+            killed: set[int] = set()
+            while len(killed) < 2:  # the execution's write, then the host's ending
+                await trio.sleep(0.02)
+                for pid, _ in admin.execute(
+                    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    " AND wait_event_type = 'Lock'"
+                ).fetchall():
+                    killed.add(pid)
+            admin.commit()
+    states = [state_of(result) for _, result in received]
+    assert states[-1] == "TASK_STATE_FAILED", states[-3:]
+    ids = [int(event_id) for event_id, _ in received if event_id is not None]
+    logged = rows(cluster.database, LOGGED_SEQS, task_id)
+    assert ids == [seq for (seq,) in logged], "the stream relays the log to its last event"

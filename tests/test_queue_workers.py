@@ -16,18 +16,20 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 import trio
 
+from a2a_trio.runtime.queued import POLL_SECONDS
 from a2a_trio.store.url import PostgresLocation
 
 from .conftest import user_message
-from .postgres import execute, fresh_database, postgres_url
+from .postgres import execute, fresh_database, postgres_url, rows
 from .servers import REPO, STARTUP_TIMEOUT, ServerProcess
 from .test_cluster import (
     LEASE_SECONDS,
+    LOGGED_SEQS,
     frames,
     rpc,
     start_server,
@@ -58,7 +60,14 @@ execution = "queued"
 class Worker:
     """``a2a-trio worker`` in a process group of its own."""
 
-    def __init__(self, deployment: Deployment, name: str) -> None:
+    def __init__(
+        self,
+        deployment: Deployment,
+        name: str,
+        *,
+        config: Path | None = None,
+        options: tuple[str, ...] = (),
+    ) -> None:
         self.name = name
         self.log_path = deployment.directory / f"{name}.log"
         self._log: IO[bytes] = self.log_path.open("ab")
@@ -74,7 +83,8 @@ class Worker:
             "a2a_trio.cli",
             "worker",
             "--config",
-            str(deployment.config),
+            str(config or deployment.config),
+            *options,
         ]
         self.process = subprocess.Popen(
             command,
@@ -93,6 +103,16 @@ class Worker:
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def signal(self) -> None:
+        """SIGTERM, without waiting (a worker's first stops it claiming, a second ends it)."""
+        self.process.send_signal(signal.SIGTERM)
+
+    def exited(self, within: float = 30) -> int:
+        """The exit status of a worker already signalled (no further signal sent)."""
+        status = self.process.wait(within)
+        self._log.close()
+        return status
 
     def kill(self) -> None:
         os.killpg(self.process.pid, signal.SIGKILL)
@@ -125,8 +145,8 @@ class Deployment:
                 start_server(self.database, self.directory, f"web{n}", CLUSTER_EXECUTION="queued")
             )
 
-    def start_worker(self) -> Worker:
-        worker = Worker(self, f"w{len(self.workers)}")
+    def start_worker(self, *, config: Path | None = None, options: tuple[str, ...] = ()) -> Worker:
+        worker = Worker(self, f"w{len(self.workers)}", config=config, options=options)
         self.workers.append(worker)
         return worker
 
@@ -267,3 +287,161 @@ async def test_sigterm_lets_a_worker_finish_what_it_runs(deployment: Deployment)
     for task in tasks:  # finished on the draining worker, not ended by the shutdown
         done = await wait_for_state(web, task["id"], "TASK_STATE_COMPLETED", within=10)
         assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+# --- a worker that dies under a waiting client ------------------------------------------------
+
+
+async def test_a_blocking_send_whose_worker_is_killed_is_answered_failed(
+    deployment: Deployment,
+) -> None:
+    doomed = deployment.start_worker()
+    web = deployment.web[0]
+    answers: list[dict[str, Any]] = []
+
+    async def send() -> None:
+        answers.append(await rpc(web, "SendMessage", {"message": user_message("hold")}))
+
+    with trio.fail_after(LEASE_SECONDS + 20):
+        async with trio.open_nursery() as nursery:
+            with deployment.only(doomed):
+                nursery.start_soon(send)
+                holder = await wait_for_any_file(deployment.directory, f".holder.{doomed.name}")
+                await wait_for_state(web, holder.name.split(".")[0], "TASK_STATE_WORKING")
+            doomed.kill()
+    task = answers[0]["task"]
+    # The client hears how the task ended, as GetTask tells it: not WORKING.
+    assert task["status"]["state"] == "TASK_STATE_FAILED", task["status"]
+    stored = await rpc(web, "GetTask", {"id": task["id"]})
+    assert stored["status"]["state"] == "TASK_STATE_FAILED"
+
+
+async def test_a_stream_whose_worker_is_killed_ends_with_the_failure(
+    deployment: Deployment,
+) -> None:
+    doomed = deployment.start_worker()
+    web = deployment.web[1]
+    received: list[tuple[str | None, dict[str, Any]]] = []
+
+    async def stream() -> None:
+        received.extend(
+            await frames(web, "SendStreamingMessage", {"message": user_message("hold")})
+        )
+
+    with trio.fail_after(LEASE_SECONDS + 20):
+        async with trio.open_nursery() as nursery:
+            with deployment.only(doomed):
+                nursery.start_soon(stream)
+                holder = await wait_for_any_file(deployment.directory, f".holder.{doomed.name}")
+                await wait_for_state(web, holder.name.split(".")[0], "TASK_STATE_WORKING")
+            doomed.kill()
+    states = [state_of(result) for _, result in received]
+    assert states[-1] == "TASK_STATE_FAILED", states
+    task_id = received[0][1]["task"]["id"]
+    logged = rows(deployment.database, LOGGED_SEQS, task_id)
+    ids = [int(event_id) for event_id, _ in received if event_id is not None]
+    assert ids == [seq for (seq,) in logged], "the stream relays the log to its last event"
+
+
+async def wait_for_any_file(directory: Path, suffix: str) -> Path:
+    """The first file in ``directory`` named ``*suffix`` (another process writes it)."""
+    with trio.fail_after(10):
+        while True:
+            found = [path for path in directory.iterdir() if path.name.endswith(suffix)]  # noqa: ASYNC240
+            if found:
+                return found[0]
+            await trio.sleep(0.01)
+
+
+# --- a worker that stops ------------------------------------------------------------------
+
+
+#: Queued executions no worker has begun.
+WAITING = "SELECT claimed_by FROM queued_executions WHERE state IN ('queued', 'claimed')"
+
+
+def queued_rows(deployment: Deployment, task_id: str) -> list[tuple[str, str | None]]:
+    """The task's queued executions: (state, claimed_by), oldest first."""
+    return [
+        (state, claimed_by)
+        for state, claimed_by in rows(
+            deployment.database,
+            "SELECT state, claimed_by FROM queued_executions WHERE task_id = %s ORDER BY id",
+            task_id,
+        )
+    ]
+
+
+async def test_a_stopping_worker_claims_nothing_and_finishes_work_longer_than_ten_seconds(
+    deployment: Deployment,
+) -> None:
+    # Default settings (no [worker] grace): 12 s of work outlives the old 10 s grace.
+    draining = deployment.start_worker()
+    web = deployment.web[0]
+    with deployment.only(draining):
+        task = await start_task(web, "tick 240")
+        await wait_for_file(deployment.directory / f"{task['id']}.holder.{draining.name}")
+    draining.signal()
+    with trio.fail_after(10):
+        while "stopping:" not in draining.output():  # noqa: ASYNC110
+            await trio.sleep(0.02)
+    async with trio.open_nursery() as nursery:
+        # While only the stopping worker runs (well within a lease), what comes waits.
+        with deployment.only(draining):
+            nursery.start_soon(start_task, web, "tick 1")
+            with trio.fail_after(5):
+                while not rows(deployment.database, WAITING):  # noqa: ASYNC110
+                    await trio.sleep(0.02)
+            await trio.sleep(POLL_SECONDS + 0.2)
+            assert [claimed_by for (claimed_by,) in rows(deployment.database, WAITING)] == [None]
+    status = await trio.to_thread.run_sync(draining.exited)
+    assert status == 0, draining.output()
+    done = await wait_for_state(web, task["id"], "TASK_STATE_COMPLETED", within=20)
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_second_signal_stops_a_draining_worker_at_once(deployment: Deployment) -> None:
+    draining = deployment.start_worker()
+    web = deployment.web[1]
+    with deployment.only(draining):
+        task = await start_task(web, "hold")
+        await wait_for_file(deployment.directory / f"{task['id']}.holder.{draining.name}")
+    draining.signal()
+    with trio.fail_after(10):
+        while "stopping:" not in draining.output():  # noqa: ASYNC110
+            await trio.sleep(0.02)
+    draining.signal()
+    signalled = time.monotonic()
+    status = await trio.to_thread.run_sync(draining.exited)
+    assert status == 0, draining.output()
+    assert time.monotonic() - signalled < 5
+    failed = await wait_for_state(web, task["id"], "TASK_STATE_FAILED")
+    assert "shut down" in failed["status"]["message"]["parts"][0]["text"]
+
+
+async def test_a_restartable_agents_unfinished_execution_runs_again_on_another_worker(
+    deployment: Deployment,
+) -> None:
+    config = deployment.directory / "restartable.toml"
+    config.write_text(
+        deployment.config.read_text().replace(
+            'execution = "queued"', 'execution = "queued"\nrestartable = true'
+        )
+    )
+    stopping = deployment.start_worker(config=config, options=("--grace", "0.5"))
+    web = deployment.web[0]
+    with deployment.only(stopping):
+        task = await start_task(web, "hold")
+        await wait_for_file(deployment.directory / f"{task['id']}.holder.{stopping.name}")
+        stopping.signal()
+        status = await trio.to_thread.run_sync(stopping.exited)
+        assert status == 0, stopping.output()
+        assert "handed back" in stopping.output()
+        assert queued_rows(deployment, task["id"]) == [("queued", None)]
+    # Run again from the start by another worker, on the task as it was left.
+    done = await wait_for_state(web, task["id"], "TASK_STATE_COMPLETED", within=20)
+    ran_again_on = done["artifacts"][0]["parts"][0]["text"]
+    assert ran_again_on.startswith("continued on w"), ran_again_on
+    assert ran_again_on != f"continued on {stopping.name}"
+    user_texts = [m["parts"][0]["text"] for m in done["history"] if m["role"] == "ROLE_USER"]
+    assert user_texts == ["hold"], "the message is in the history once"

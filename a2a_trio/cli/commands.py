@@ -357,17 +357,31 @@ def serve(bind: str, config_path: Path | None) -> None:
     show_default=True,
     help="Executions run at once, per agent.",
 )
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="How long a stopping worker lets running executions finish [default: worker.grace].",
+)
 @config_option
-def worker(agents: tuple[str, ...], concurrency: int, config_path: Path | None) -> None:
+def worker(
+    agents: tuple[str, ...], concurrency: int, grace: float | None, config_path: Path | None
+) -> None:
     """Run the queued agents' executions (no HTTP) until SIGTERM or Ctrl+C.
 
     The agents are those of the configuration with execution = "queued", on
     a PostgreSQL database shared with the web processes (docs/deployment.md).
-    The first signal stops claiming work and lets running executions finish
-    within runtime.shutdown_grace; a second ends the grace at once.
+    The first signal stops claiming work at once and lets running executions
+    finish within the grace (worker.grace, 900 s by default); a second ends
+    the grace at once. What is still running then ends FAILED, or goes back
+    to the queue if its agent is restartable.
     """
+    settings = _settings(config_path)
+    grace_used = settings.worker.grace if grace is None else grace
+    runtime = settings.runtime.model_copy(update={"shutdown_grace": grace_used})
     try:
-        app = build_app(_settings(config_path))
+        app = build_app(settings.model_copy(update={"runtime": runtime}))
     except ConfigError as error:
         raise click.UsageError(str(error)) from None
 
@@ -378,6 +392,12 @@ def worker(agents: tuple[str, ...], concurrency: int, config_path: Path | None) 
                 async def watch() -> None:
                     signalled = False
                     async for _ in signals:
+                        click.echo(
+                            "stopping now"
+                            if signalled
+                            else f"stopping: no new work; running executions get {grace_used}s"
+                            " (a second signal stops them now)"
+                        )
                         app.begin_shutdown(now=signalled)
                         signalled = True
 

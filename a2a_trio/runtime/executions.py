@@ -91,6 +91,10 @@ class Execution:
     #: The token of the task lease this execution holds or will hold, when
     #: several processes serve the database (see runtime.cluster).
     lease_token: str | None = None
+    #: A queued execution run again from the start (its message is in the log).
+    restart: bool = False
+    #: Stopped to run again elsewhere: its task is not ended.
+    handed_back: bool = False
 
     def settle_first(self) -> None:
         self.first.set()
@@ -113,6 +117,21 @@ class LiveTask:
     #: more after, when another process moved it meanwhile).
     catching_up: bool = False
     catch_up_again: bool = False
+
+    @property
+    def left_running(self) -> bool:
+        """Whether the task is published as SUBMITTED or WORKING.
+
+        An execution that is done may leave its task so when something else
+        ends it: the host's retry of an ending it could not store, or the
+        process that adopts the task of a worker that died. Its waiters wait
+        for that ending in the log, not only for the execution.
+        """
+        snapshot = self.feed.snapshot
+        return snapshot is not None and snapshot.status.state in (
+            TaskState.SUBMITTED,
+            TaskState.WORKING,
+        )
 
 
 #: What the recorder reads: an execution's event, or None once the execution ended.
@@ -327,6 +346,11 @@ class Executions:
             pause = min(pause * 2, 10.0)
         if lease is not None and self.cluster is not None:
             self.cluster.release(lease)
+        live = self._live.tasks.get(task_id)
+        if live is not None and live.left_running and self._live.attended is not None:
+            # Ended by another process meanwhile (this one was found dead, say):
+            # its streams read that ending back from the log.
+            self._live.attended(live)
 
     async def _end_stored(
         self, task_id: str, reason: str = STORE_FAILED, *, live: LiveTask | None = None
@@ -384,7 +408,8 @@ class Executions:
                 share, execution, task_id=live.task_id, seq=live.feed.current_seq
             )
 
-        await self._recorder.write(live, add_message)
+        if not execution.restart:  # a restart's message is in the log already
+            await self._recorder.write(live, add_message)
         execution.start_seq = live.feed.last_seq
         execution.start_snapshot = live.feed.current
         execution.may_resume = stored.state.is_interrupted
@@ -424,7 +449,7 @@ class Executions:
                 await self._recorder.end_if_open(
                     live, TaskState.CANCELED, "Canceled by the client."
                 )
-            else:
+            elif not execution.handed_back:
                 await self._recorder.end_if_open(
                     live, TaskState.FAILED, "The server shut down before the task finished."
                 )

@@ -87,11 +87,14 @@ class AgentHost:
         push: PushDispatcher | None = None,
         settings: HostSettings | None = None,
         queued: bool = False,
+        restartable: bool = False,
     ) -> None:
         self.name = name
         #: Executions run on worker processes (with several processes on the
         #: database; otherwise, as on SQLite, here): see runtime.queued.
         self.queued = queued
+        #: Queued: an execution a stopping worker cannot finish goes back to the queue.
+        self.restartable = restartable
         self.executor = executor
         self.store = store
         self.streaming = streaming
@@ -199,6 +202,7 @@ class AgentHost:
         """
         self._closing = True
         self._stop.set()
+        self._queued.work_arrived()  # a worker stops claiming at once
         if now:
             self._grace.cancel()
 
@@ -248,6 +252,8 @@ class AgentHost:
         with self._grace:
             for execution in list(self._executions.running):
                 await execution.done.wait()
+        if self.restartable:
+            self._queued.hand_back_running()
         for execution in list(self._executions.running):
             execution.cancel_scope.cancel()
         # Cancelled executions record their ending (Executions._run), then finish.
@@ -445,7 +451,9 @@ class AgentHost:
         if not (configuration and configuration.return_immediately):
             # Settled means final or interrupted by an event of this execution:
             # a continued INPUT_REQUIRED task is not settled by its old state.
-            while live.feed.settled_seq <= execution.start_seq and not execution.done.is_set():
+            while live.feed.settled_seq <= execution.start_seq and not self._execution_over(
+                live, execution
+            ):
                 await live.feed.wakeup.wait()
         # The task exists once published (direct push mode publishes late).
         while live.feed.snapshot is None and not execution.done.is_set():
@@ -455,6 +463,13 @@ class AgentHost:
             raise execution.error or InternalError()
         history_length = configuration.history_length if configuration else None
         return await self._shown(snapshot, history_length, through=live.feed.last_seq, live=live)
+
+    def _execution_over(self, live: LiveTask, execution: Execution) -> bool:
+        """Whether a waiter has all it will get: the execution is done and its task's
+        ending recorded (see :attr:`LiveTask.left_running`), or the host has stopped."""
+        if not execution.done.is_set():
+            return False
+        return not live.left_running or self._finished.is_set()
 
     async def stream_message(
         self,

@@ -24,6 +24,7 @@ from ..protocol import (
     Message,
     SendMessageConfiguration,
     TaskNotFoundError,
+    UnsupportedOperationError,
     error_from_code,
 )
 from ..store import StoredTask
@@ -50,6 +51,8 @@ class QueuedExecutions:
         #: Executions this process queued, by row id, until they are done.
         self._waiting: dict[int, tuple[LiveTask, Execution]] = {}
         self._work_arrived = trio.Event()
+        #: Workers: the executions running here, by row id.
+        self._running: dict[int, Execution] = {}
 
     # --- web processes -------------------------------------------------------------
 
@@ -142,6 +145,16 @@ class QueuedExecutions:
     def work_arrived(self) -> None:
         self._work_arrived.set()
 
+    def hand_back_running(self) -> None:
+        """The worker stops before they end: its executions go back to the queue.
+
+        For an agent that declared them safe to restart (``restartable``):
+        each is stopped without ending its task, and another worker runs it
+        again from the start on the task as it was left.
+        """
+        for execution in self._running.values():
+            execution.handed_back = True
+
     async def serve(
         self, concurrency: int, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
@@ -184,26 +197,49 @@ class QueuedExecutions:
         coordination = host.cluster.coordination
         answer: str | None = None
         error: dict[str, object] | None = None
+        again = False  # back to the queue: not run here, or handed back
+        started = False
         try:
             request = json.loads(work.request)
             stored = None
-            if request["continuing"]:
+            restart = bool(request.get("restart"))
+            if request["continuing"] or restart:
                 stored = await host.store.get_task(host.name, work.task_id, owner=None)
-                if stored is None:
+                if stored is None and request["continuing"]:
                     raise TaskNotFoundError(f"Task {work.task_id} not found")
             execution = Execution(
                 _context(work.task_id, request, stored),
                 continuing=stored is not None,
                 protocol=request.get("protocol") or PROTOCOL_VERSION,
+                restart=restart and stored is not None,
             )
+            if not host.running:  # claimed as the worker began to stop: nothing ran
+                again = True
+                return
             await coordination.mark_running(work.id)
             live = host._live.acquire(work.task_id, stored)
             try:
                 host._executions.start(live, execution)
+                started = True
+                self._running[work.id] = execution
                 await execution.done.wait()
+                # Handed back, unless it ended meanwhile (or answered with a Message).
+                again = execution.handed_back and execution.answer is None
+                again = again and (live.feed.snapshot is None or live.left_running)
+            except UnsupportedOperationError:  # began to stop meanwhile: nothing ran
+                again = True
+                return
             finally:
+                self._running.pop(work.id, None)
                 host._live.release(live)
-            if execution.answer is not None:
+            if again:
+                log.warning(
+                    "agent %s: task %s handed back to the queue (the worker stopped before it"
+                    " finished; the agent is restartable)",
+                    host.name,
+                    work.task_id,
+                )
+            elif execution.answer is not None:
                 answer = execution.answer.to_json()
             elif execution.error is not None:
                 error = {"code": execution.error.code, "message": execution.error.message}
@@ -215,7 +251,10 @@ class QueuedExecutions:
         finally:
             with trio.CancelScope(shield=True):
                 try:
-                    await coordination.finish_queued(work, answer=answer, error=error)
+                    if again:
+                        await coordination.requeue(work, restart=started)
+                    else:
+                        await coordination.finish_queued(work, answer=answer, error=error)
                 except Exception:  # its web process learns it when this worker's lease ends
                     log.exception("agent %s: could not finish queued execution", host.name)
             done()

@@ -128,7 +128,10 @@ class TaskEventStream:
                 self._cursor = items[-1][0]
                 self._pending.extend(items)
                 continue
-            if self._execution is not None and self._execution.done.is_set():
+            # An execution that is done may leave its task's ending to come (see
+            # LiveTask.left_running): the stream waits for it in the log.
+            execution = self._execution
+            if execution is not None and execution.done.is_set() and not live.left_running:
                 self._finished = True
                 continue
             snapshot = feed.snapshot

@@ -202,6 +202,7 @@ class A2AApp(QuartTrio):
         authenticate: Authenticate | None = None,
         compat_v0_3: bool = True,
         execution: Literal["inline", "queued"] = "inline",
+        restartable: bool = False,
         grpc: bool = True,
     ) -> AgentMount:
         """Serve an agent under ``prefix``.
@@ -230,6 +231,9 @@ class A2AApp(QuartTrio):
         worker`` processes instead of the process a message reaches, when
         several processes share the database (PostgreSQL); on SQLite it runs
         them here, as ``"inline"`` does (docs/deployment.md, "Queue workers").
+        ``restartable`` declares its executions safe to run again from the
+        start: one a stopping worker cannot finish within its grace goes back
+        to the queue instead of ending FAILED.
 
         ``grpc`` (the default) serves the gRPC binding too, on the same port
         over HTTP/2, and lists it in the card; the agent's tenant there is
@@ -276,6 +280,7 @@ class A2AApp(QuartTrio):
             push=self.push,
             settings=self.host_settings,
             queued=execution == "queued",
+            restartable=restartable,
         )
         mount = AgentMount(
             name=name,

@@ -224,6 +224,11 @@ class Coordination(ABC):
         """Mark the execution done (waking the web process that waits for it)."""
 
     @abstractmethod
+    async def requeue(self, execution: QueuedExecution, *, restart: bool) -> None:
+        """Queue a claimed execution again (waking the workers): it did not run here,
+        or (``restart``) it ran and is to run again from the start, its task as left."""
+
+    @abstractmethod
     async def queued_outcome(self, execution_id: int) -> QueuedOutcome:
         """Whether the execution is done, and its answer or error."""
 

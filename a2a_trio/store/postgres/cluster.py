@@ -174,6 +174,9 @@ class PostgresCoordination(Coordination):
                 " LEFT JOIN task_leases l ON l.agent = t.agent AND l.task_id = t.id"
                 " LEFT JOIN a2a_members m ON m.id = l.holder"
                 f" WHERE t.state = ANY(%s) AND t.agent = ANY(%s) AND NOT {LIVE}"
+                # Handed back to the queue by a stopping worker: the next one runs it.
+                " AND NOT EXISTS (SELECT FROM queued_executions q WHERE q.agent = t.agent"
+                " AND q.task_id = t.id AND q.state IN ('queued', 'claimed'))"
                 " UNION"
                 " SELECT l.agent, l.task_id FROM task_leases l"
                 " LEFT JOIN a2a_members m ON m.id = l.holder"
@@ -244,6 +247,19 @@ class PostgresCoordination(Coordination):
             )
 
         await self._db.run(finish)
+
+    async def requeue(self, execution: QueuedExecution, *, restart: bool) -> None:
+        def requeue(conn: Connection) -> None:
+            conn.execute(
+                "UPDATE queued_executions SET state = 'queued', claimed_by = NULL,"
+                " updated_at = now(), request = CASE WHEN %s"
+                " THEN (request::jsonb || '{\"restart\": true}')::json ELSE request END"
+                " WHERE id = %s",
+                (restart, execution.id),
+            )
+            conn.execute("SELECT pg_notify(%s, %s)", (QUEUE, signal_payload(execution.agent)))
+
+        await self._db.run(requeue)
 
     async def queued_outcome(self, execution_id: int) -> QueuedOutcome:
         row = await self._db.fetchone(
