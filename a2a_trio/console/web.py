@@ -29,6 +29,7 @@ from ..server import A2AApp, Authenticator
 from ..server.auth import AuthenticationFailed, RequestCredentials
 from ..store import Delivery, Notification, Share
 from ..store.observer import Observer
+from .cluster_feed import ClusterFeed
 from .events import FeedFilter
 from .hub import FeedHub, Subscriber
 from .metrics import Metrics
@@ -202,6 +203,8 @@ class Console:
         async def observe_hosts() -> None:
             for mount in app.mounts.values():
                 mount.host.observe(observer)
+            if self.on and app.cluster is not None:  # what the other processes record too
+                app.cluster.watch(ClusterFeed(self.hub, app.store))
             self._announce()
 
         app.before_serving(observe_hosts)

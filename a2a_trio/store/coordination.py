@@ -50,7 +50,7 @@ __all__ = [
     "signal_payload",
 ]
 
-#: A round was recorded: [agent, task, last sequence].
+#: A round was recorded: [agent, task, last sequence, sequence before the round].
 EVENTS = "a2a_events"
 #: Leases were let go: [agent, task].
 LEASES = "a2a_leases"

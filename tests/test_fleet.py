@@ -1,0 +1,161 @@
+"""A fleet on PostgreSQL: two ``a2a-trio serve`` web processes and two ``a2a-trio worker``s.
+
+The agent is queued, so the workers record every event. What an operator
+looks at, on a web process that never saw the message, shows all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from trio_websocket import WebSocketConnection, open_websocket_url
+
+from a2a_trio.store.url import PostgresLocation
+
+from .conftest import user_message
+from .postgres import fresh_database, postgres_url, rows
+from .servers import ServerProcess, serve_command
+from .test_cluster import LEASE_SECONDS, rpc
+from .test_queue_workers import WORKER_CONFIG, Deployment
+
+TOKEN = "fleet-operator-token"
+FLEET_CONFIG = WORKER_CONFIG + f'\n[console]\ntoken = "{TOKEN}"\n'
+TIMEOUT = 30.0
+
+
+class Fleet(Deployment):
+    """Web processes served by ``a2a-trio serve`` (with the console) and workers."""
+
+    def __init__(self, database: str, directory: Path) -> None:
+        super().__init__(database, directory)
+        self.config.write_text(FLEET_CONFIG.format(database=database, lease=LEASE_SECONDS))
+
+    def start_web(self, count: int) -> None:
+        for n in range(len(self.web), len(self.web) + count):
+            env = {
+                "A2A_TRIO_CONFIG": str(self.config),
+                "CLUSTER_TEST_DIR": str(self.directory),
+                "CLUSTER_PROCESS_NAME": f"web{n}",
+            }
+            log = self.directory / f"web{n}.log"
+            self.web.append(ServerProcess.start(self.database, log, env=env, command=serve_command))
+
+
+@pytest.fixture(scope="module")
+def fleet(postgres: PostgresLocation, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    with fresh_database(postgres) as location:
+        running = Fleet(postgres_url(location), tmp_path_factory.mktemp("fleet"))
+        try:
+            running.start_web(2)
+            running.start_worker()
+            running.start_worker()
+            yield running
+        finally:
+            running.stop()
+
+
+def feed_address(server: ServerProcess, query: str = "") -> str:
+    return server.url.replace("http://", "ws://") + "/_a2a/feed" + (f"?{query}" if query else "")
+
+
+@asynccontextmanager
+async def feed(server: ServerProcess, query: str = "") -> AsyncIterator[WebSocketConnection]:
+    """A feed connection whose hello has been read."""
+    async with open_websocket_url(
+        feed_address(server, query),
+        extra_headers=[(b"Authorization", f"Bearer {TOKEN}".encode())],
+    ) as ws:
+        assert json.loads(await ws.get_message())["kind"] == "feed.hello"
+        yield ws
+
+
+async def task_events(ws: WebSocketConnection, task_id: str, final: str) -> list[dict[str, Any]]:
+    """The feed's events of the task, up to its ``final`` state."""
+    seen: list[dict[str, Any]] = []
+    with trio.fail_after(TIMEOUT):
+        while True:
+            for line in (await ws.get_message()).splitlines():
+                event = json.loads(line)
+                if event.get("task") == task_id:
+                    seen.append(event)
+                    if event["kind"] == "task.status" and event["state"] == final:
+                        return seen
+
+
+async def test_a_queued_tasks_events_reach_the_feed_of_a_web_process_that_never_saw_it(
+    fleet: Fleet,
+) -> None:
+    web0, web1 = fleet.web
+    async with feed(web1, "kind=task") as ws:
+        task = (await rpc(web0, "SendMessage", {"message": user_message("tick 3")}))["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        events = await task_events(ws, task["id"], "TASK_STATE_COMPLETED")
+    sequences = [event["eventSeq"] for event in events]
+    assert sequences == list(range(1, len(sequences) + 1))  # each once, in log order
+    assert events[0]["kind"] == "task.created"
+    assert events[0]["owner"] == task_owner(fleet, task["id"])
+    texts = [event["text"] for event in events if event["kind"] == "task.status"]
+    assert "tick 3" in texts
+    assert {event["agent"] for event in events} == {"default"}
+
+
+async def test_a_feed_resumed_after_a_drop_misses_nothing_another_process_recorded(
+    fleet: Fleet,
+) -> None:
+    web0, web1 = fleet.web
+    async with feed(web1, "kind=task") as ws:
+        first = (await rpc(web0, "SendMessage", {"message": user_message("tick 1")}))["task"]
+        seen = await task_events(ws, first["id"], "TASK_STATE_COMPLETED")
+        last_seq = seen[-1]["seq"]
+    # Dropped: the task runs while the client is away, then it resumes.
+    missed = (await rpc(web0, "SendMessage", {"message": user_message("tick 2")}))["task"]
+    async with feed(web1, f"kind=task&after={last_seq}") as ws:
+        events = await task_events(ws, missed["id"], "TASK_STATE_COMPLETED")
+    assert events[0]["kind"] == "task.created"
+    assert [e["eventSeq"] for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_watch_on_a_web_process_prints_what_a_worker_recorded(fleet: Fleet) -> None:
+    web0, web1 = fleet.web
+    env = {**os.environ, "A2A_TRIO_CONSOLE_TOKEN": TOKEN}
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "a2a_trio.cli", "watch", web1.url, "--no-color"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    try:
+        pending = b""
+        with trio.fail_after(TIMEOUT):
+            while b"-- watching" not in pending:  # subscribed: now the message
+                chunk = await process.stdout.receive_some()
+                assert chunk, pending.decode()
+                pending += chunk
+            task = (await rpc(web0, "SendMessage", {"message": user_message("tick 2")}))["task"]
+            while f"{task['id']}".encode() not in pending or b"COMPLETED" not in pending:
+                chunk = await process.stdout.receive_some()
+                assert chunk, pending.decode()
+                pending += chunk
+    finally:
+        with trio.CancelScope(shield=True):
+            process.kill()
+            await process.wait()
+            await process.stdout.aclose()
+    lines = [line for line in pending.decode().splitlines() if task["id"] in line]
+    assert any("task.created" in line for line in lines), lines
+    assert any("COMPLETED" in line for line in lines), lines
+
+
+def task_owner(fleet: Fleet, task_id: str) -> str:
+    return str(rows(fleet.database, "SELECT owner FROM tasks WHERE id = %s", task_id)[0][0])
