@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import trio
 from trio_websocket import WebSocketConnection, open_websocket_url
@@ -23,9 +24,10 @@ from a2a_trio.store.url import PostgresLocation
 
 from .conftest import user_message
 from .postgres import fresh_database, postgres_url, rows
-from .servers import ServerProcess, serve_command
+from .servers import ServerProcess, free_port, serve_command
 from .test_cluster import LEASE_SECONDS, rpc
-from .test_queue_workers import WORKER_CONFIG, Deployment
+from .test_console_metrics import parse, total, value
+from .test_queue_workers import WORKER_CONFIG, Deployment, Worker
 
 TOKEN = "fleet-operator-token"
 FLEET_CONFIG = WORKER_CONFIG + f'\n[console]\ntoken = "{TOKEN}"\n'
@@ -37,6 +39,7 @@ class Fleet(Deployment):
 
     def __init__(self, database: str, directory: Path) -> None:
         super().__init__(database, directory)
+        self.metrics_ports: list[int] = []
         self.config.write_text(FLEET_CONFIG.format(database=database, lease=LEASE_SECONDS))
 
     def start_web(self, count: int) -> None:
@@ -48,6 +51,14 @@ class Fleet(Deployment):
             }
             log = self.directory / f"web{n}.log"
             self.web.append(ServerProcess.start(self.database, log, env=env, command=serve_command))
+
+    def start_worker(self) -> Worker:
+        self.metrics_ports.append(free_port())
+        worker = Worker(
+            self, f"w{len(self.workers)}", "--metrics-bind", f"127.0.0.1:{self.metrics_ports[-1]}"
+        )
+        self.workers.append(worker)
+        return worker
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +170,27 @@ async def test_watch_on_a_web_process_prints_what_a_worker_recorded(fleet: Fleet
 
 def task_owner(fleet: Fleet, task_id: str) -> str:
     return str(rows(fleet.database, "SELECT owner FROM tasks WHERE id = %s", task_id)[0][0])
+
+
+async def test_each_worker_serves_metrics_that_prometheus_parses(fleet: Fleet) -> None:
+    web0 = fleet.web[0]
+    for _ in range(3):
+        task = (await rpc(web0, "SendMessage", {"message": user_message("tick 1")}))["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    scraped = []
+    async with httpx.AsyncClient(trust_env=False) as client:
+        for port in fleet.metrics_ports:
+            response = await client.get(f"http://127.0.0.1:{port}/metrics")
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/plain")
+            scraped.append(parse(response.text))
+        assert (await client.get(f"http://127.0.0.1:{port}/other")).status_code == 404
+    started = sum(total(samples, "a2a_executions_started_total") for samples in scraped)
+    assert started >= 3  # the workers ran them, not the web processes
+    for samples in scraped:
+        assert value(samples, "a2a_cluster_listening") == 1
+        assert value(samples, "a2a_cluster_members", role="worker") == 2
+        assert value(samples, "a2a_cluster_members", role="web") == 2
+        assert value(samples, "a2a_queued_executions", agent="default", state="queued") == 0
+        assert ("a2a_task_leases_held", frozenset()) in samples
+        assert total(samples, "a2a_commit_seconds_count", agent="default") > 0

@@ -58,7 +58,7 @@ execution = "queued"
 class Worker:
     """``a2a-trio worker`` in a process group of its own."""
 
-    def __init__(self, deployment: Deployment, name: str) -> None:
+    def __init__(self, deployment: Deployment, name: str, *options: str) -> None:
         self.name = name
         self.log_path = deployment.directory / f"{name}.log"
         self._log: IO[bytes] = self.log_path.open("ab")
@@ -75,6 +75,7 @@ class Worker:
             "worker",
             "--config",
             str(deployment.config),
+            *options,
         ]
         self.process = subprocess.Popen(
             command,

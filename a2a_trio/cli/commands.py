@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from ..config import ConfigError, Settings, build_app, load_settings
 from ..protocol import AgentCard, utcnow
-from ..server.app import normalise_prefix
+from ..server.app import A2AApp, normalise_prefix
 from ..server.cards import ServedCard, card_problems, resolve_card
 from ..store import DatabaseInUseError, Store
 from ..store.factory import store_at
@@ -357,8 +357,15 @@ def serve(bind: str, config_path: Path | None) -> None:
     show_default=True,
     help="Executions run at once, per agent.",
 )
+@click.option(
+    "--metrics-bind",
+    metavar="HOST:PORT",
+    help="Serve Prometheus /metrics there (the [console] metrics settings apply).",
+)
 @config_option
-def worker(agents: tuple[str, ...], concurrency: int, config_path: Path | None) -> None:
+def worker(
+    agents: tuple[str, ...], concurrency: int, metrics_bind: str | None, config_path: Path | None
+) -> None:
     """Run the queued agents' executions (no HTTP) until SIGTERM or Ctrl+C.
 
     The agents are those of the configuration with execution = "queued", on
@@ -393,12 +400,16 @@ def worker(agents: tuple[str, ...], concurrency: int, config_path: Path | None) 
 
                 nursery.start_soon(watch)
                 try:
+                    if metrics_bind is not None:  # a port in use: refused before any work
+                        await nursery.start(_metrics, app, metrics_bind)
                     await nursery.start(work)
                 except (ValueError, DatabaseUnavailable) as error:
                     nursery.cancel_scope.cancel()
                     return str(error)
                 queued = agents or [n for n, m in app.mounts.items() if m.host.queued]
                 click.echo(f"working for {', '.join(queued)} (concurrency {concurrency})")
+                if metrics_bind is not None:
+                    click.echo(f"metrics on http://{metrics_bind}/metrics")
                 await finished.wait()  # the shutdown is complete
                 nursery.cancel_scope.cancel()
         return None
@@ -408,6 +419,20 @@ def worker(agents: tuple[str, ...], concurrency: int, config_path: Path | None) 
         click.echo(f"error: {refusal}", err=True)
         raise SystemExit(1)
     click.echo("stopped")
+
+
+async def _metrics(app: A2AApp, bind: str, *, task_status: trio.TaskStatus[list[str]]) -> None:
+    """The worker's /metrics (its console's metrics settings), until cancelled."""
+    from ..console import console_of
+    from ..console.metrics_server import serve_metrics
+
+    console = console_of(app)
+    if console is None or console.metrics is None:
+        raise ValueError("--metrics-bind: metrics are off ([console] metrics = false)")
+    try:
+        await serve_metrics(console, bind, task_status=task_status)
+    except OSError as error:
+        raise ValueError(f"--metrics-bind {bind}: {error.strerror or error}") from None
 
 
 @click.command(context_settings={"ignore_unknown_options": False})

@@ -54,6 +54,7 @@ CLOSE_TOO_SLOW = 1013
 #: The close code when the server shuts down: "going away".
 CLOSE_GOING_AWAY = 1001
 _MAX_PAGE = 500
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,16 @@ class _Fanout(Observer):
         self._each("execution_ended", agent, task_id, owner, error)
 
 
+class _EventRate(Observer):
+    """Counts the task events this process commits (not those read back from others)."""
+
+    def __init__(self, rate: _Rate) -> None:
+        self._rate = rate
+
+    def committed(self, agent: str, share: Share, owner: str | None, seconds: float) -> None:
+        self._rate.add(len(share.events))
+
+
 class _Rate:
     """Events per second over the last few seconds."""
 
@@ -163,7 +174,6 @@ class Console:
         self.metrics = Metrics() if settings.metrics else None
         self.messages = _Rate()
         self.events = _Rate()
-        self.hub.listeners.append(lambda _: self.events.add())
         #: The token operators present; None while the console is off.
         self.token = settings.token
         #: Whether the token was made up at start (development mode without one).
@@ -181,7 +191,7 @@ class Console:
     def attach(self) -> None:
         app = self.app
         app.extensions[_EXTENSION] = self
-        observers: list[Observer] = []
+        observers: list[Observer] = [_EventRate(self.events)]
         if self.on:
             observers.append(self.hub)
         if self.metrics is not None:
@@ -200,14 +210,13 @@ class Console:
         app.request_observer = on_request
         app.push.observer = observer
 
-        async def observe_hosts() -> None:
-            for mount in app.mounts.values():
-                mount.host.observe(observer)
-            if self.on and app.cluster is not None:  # what the other processes record too
-                app.cluster.watch(ClusterFeed(self.hub, app.store))
+        self.observer = observer
+        app.on_start.append(self._observe)
+
+        async def announce() -> None:
             self._announce()
 
-        app.before_serving(observe_hosts)
+        app.before_serving(announce)
         if self.metrics is not None:
             app.add_url_rule(
                 self.settings.metrics_path, "a2a.console.metrics", self._metrics, methods=["GET"]
@@ -229,6 +238,32 @@ class Console:
         for rule, name, view, methods in routes:
             app.add_url_rule(f"{base}{rule}", f"a2a.console.{name}", view, methods=methods)
         app.add_websocket(f"{base}/feed", "a2a.console.feed", self._feed)
+
+    def _observe(self) -> None:
+        """At start (serving or working): observe every host, join the cluster's view."""
+        app = self.app
+        for mount in app.mounts.values():
+            mount.host.observe(self.observer)
+        cluster = app.cluster
+        if cluster is not None:
+            cluster.stats = self.member_stats
+            if self.on:  # what the other processes record too
+                cluster.watch(ClusterFeed(self.hub, app.store))
+
+    def member_stats(self) -> dict[str, float]:
+        """This process's share of the deployment's counters (reported with its heartbeat)."""
+        return {
+            "messagesPerSecond": self.messages.per_second(),
+            "eventsPerSecond": self.events.per_second(),
+            "runningExecutions": sum(m.host.executions_running for m in self.app.mounts.values()),
+            "openStreams": self.app.open_streams,
+            "feedSubscribers": len(self.hub.subscribers),
+        }
+
+    async def render_metrics(self) -> bytes:
+        """The Prometheus exposition text of this process (``/metrics``)."""
+        assert self.metrics is not None
+        return await self.metrics.render(self.app, self.hub)
 
     def url(self, base: str | None = None) -> str:
         """The console page's address with the token (in the fragment, never sent to logs)."""
@@ -279,8 +314,8 @@ class Console:
         wanted = self.settings.metrics_token
         if wanted is not None and not _token_matches(wanted, request.headers.get("Authorization")):
             return _unauthorized()
-        body = await self.metrics.render(self.app, self.hub)
-        return Response(body, content_type="text/plain; version=0.0.4; charset=utf-8")
+        body = await self.render_metrics()
+        return Response(body, content_type=METRICS_CONTENT_TYPE)
 
     # --- the feed ----------------------------------------------------------------------
 

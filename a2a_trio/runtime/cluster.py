@@ -96,6 +96,11 @@ class Cluster:
         self._released = trio.Event()
         #: Whether the wake-up connection is listening (readiness).
         self.listening = False
+        #: What this member reports of itself with each heartbeat (the console's
+        #: members view): ``web`` or ``worker``, its agents, and its counters.
+        self.role = "web"
+        self.agents: list[str] = []
+        self.stats: Callable[[], dict[str, float]] = dict
         self._stopping = False
         self._nursery: trio.Nursery | None = None
 
@@ -118,6 +123,7 @@ class Cluster:
         start-up is missed.
         """
         await self.coordination.join()
+        await self._report()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -259,6 +265,7 @@ class Cluster:
             except Exception as error:
                 log.warning("cluster heartbeat failed: %s", error)
                 continue
+            await self._report()
             if not alive:
                 log.error(
                     "member %s had no heartbeat for %ss and was found dead: what it ran is"
@@ -268,6 +275,14 @@ class Cluster:
                 )
                 for member in self._members.values():
                     member.leases_lost()
+
+    async def _report(self) -> None:
+        try:
+            await self.coordination.report(self.role, self.agents, self.stats())
+        except NotImplementedError:
+            pass
+        except Exception as error:  # only the console's view is late
+            log.debug("could not report this member's counters: %s", error)
 
     async def _adoptions(self) -> None:
         while True:

@@ -33,6 +33,8 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
+from .fleet import FleetView
+
 __all__ = [
     "CANCELS",
     "CHANNELS",
@@ -226,6 +228,14 @@ class Coordination(ABC):
     @abstractmethod
     async def queued_outcome(self, execution_id: int) -> QueuedOutcome:
         """Whether the execution is done, and its answer or error."""
+
+    async def report(self, role: str, agents: list[str], stats: dict[str, float]) -> None:
+        """Tell the others what this member is (``web`` or ``worker``), serves and counts."""
+        raise NotImplementedError
+
+    async def fleet(self) -> FleetView:
+        """The live members with what each holds and reported, and the queued work."""
+        raise NotImplementedError
 
     @abstractmethod
     def wake_ups(self) -> AbstractAsyncContextManager[WakeUps]:

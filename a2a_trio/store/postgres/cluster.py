@@ -31,8 +31,10 @@ from ..coordination import (
     WakeUps,
 )
 from ..coordination import signal_payload as signal_payload
+from ..fleet import FleetView
 from ..queries import UNFINISHED_STATES
 from .database import Connection, Database
+from .fleet import read_fleet, write_report
 from .listener import Listener
 
 __all__ = ["LIVE", "PostgresCoordination"]
@@ -272,6 +274,12 @@ class PostgresCoordination(Coordination):
             " AND holder = %s",
             (agent, task_id, config_id, self.member),
         )
+
+    async def report(self, role: str, agents: list[str], stats: dict[str, float]) -> None:
+        await write_report(self._db, self.member, role, agents, stats)
+
+    async def fleet(self) -> FleetView:
+        return await read_fleet(self._db)
 
     @asynccontextmanager
     async def wake_ups(self) -> AsyncIterator[WakeUps]:

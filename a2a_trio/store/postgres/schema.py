@@ -209,7 +209,14 @@ _V2 = (
     " WHERE state IN ('claimed', 'running')",
 )
 
-MIGRATIONS: list[tuple[str, ...]] = [_V1, _V2]
+# h-fleet: what each member reports of itself with its heartbeat (role, agents,
+# counters), for the console's members view and deployment-wide counters.
+_V3 = (
+    "ALTER TABLE a2a_members ADD COLUMN role text NOT NULL DEFAULT '',"
+    " ADD COLUMN agents text NOT NULL DEFAULT '', ADD COLUMN stats json",
+)
+
+MIGRATIONS: list[tuple[str, ...]] = [_V1, _V2, _V3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
