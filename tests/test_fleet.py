@@ -194,3 +194,15 @@ async def test_each_worker_serves_metrics_that_prometheus_parses(fleet: Fleet) -
         assert value(samples, "a2a_queued_executions", agent="default", state="queued") == 0
         assert ("a2a_task_leases_held", frozenset()) in samples
         assert total(samples, "a2a_commit_seconds_count", agent="default") > 0
+
+
+async def test_a_worker_logs_each_execution_it_runs_at_info(fleet: Fleet) -> None:
+    task = (await rpc(fleet.web[0], "SendMessage", {"message": user_message("tick 1")}))["task"]
+    ended = f"execution ended: task {task['id']} of agent default after "
+    with trio.fail_after(TIMEOUT):
+        while not any(ended in worker.output() for worker in fleet.workers):  # noqa: ASYNC110
+            await trio.sleep(0.05)  # another process writes it
+    [output] = [worker.output() for worker in fleet.workers if ended in worker.output()]
+    [line] = [line for line in output.splitlines() if ended in line]
+    assert " INFO a2a_trio.worker: " in line and line.endswith(": COMPLETED")
+    assert f"INFO a2a_trio.worker: execution started: task {task['id']}" in output

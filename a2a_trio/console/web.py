@@ -24,6 +24,7 @@ import trio
 from quart import Response, request, websocket
 
 from ..protocol import A2AError, CancelTaskRequest, TaskState
+from ..runtime.execution_log import ExecutionLog
 from ..runtime.executor import Principal
 from ..server import A2AApp, Authenticator
 from ..server.auth import AuthenticationFailed, RequestCredentials
@@ -86,7 +87,10 @@ class _Fanout(Observer):
     """Tells every observer, and keeps a failing one from reaching the recorder's loop."""
 
     def __init__(self, *observers: Observer) -> None:
-        self._observers = observers
+        self._observers = list(observers)
+
+    def add(self, observer: Observer) -> None:
+        self._observers.append(observer)
 
     def _each(self, method: str, *args: Any) -> None:
         for observer in self._observers:
@@ -176,6 +180,7 @@ class Console:
         self.events = _Rate()
         #: The token operators present; None while the console is off.
         self.token = settings.token
+        self._executions_logged = False
         #: Whether the token was made up at start (development mode without one).
         self.generated = False
         #: Where the app is served, for the URL logged at start (``a2a-trio serve`` sets it).
@@ -244,6 +249,9 @@ class Console:
         app = self.app
         for mount in app.mounts.values():
             mount.host.observe(self.observer)
+        if app.role == "worker" and not self._executions_logged:
+            self._executions_logged = True  # a line per execution, for the workers' operators
+            self.observer.add(ExecutionLog())
         cluster = app.cluster
         if cluster is not None:
             cluster.stats = self.member_stats

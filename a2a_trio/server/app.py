@@ -43,6 +43,7 @@ from .cards import (
     import_object,
     resolve_card,
 )
+from .failed_start import refuse_start
 from .grpc_binding import is_grpc, serve_grpc
 from .health import HEALTH_PATH, liveness, readiness
 from .mount import AgentMount, Authenticate
@@ -509,7 +510,11 @@ class A2AApp(QuartTrio):
         self._add_root_route()
         # Serving holds the database: a second server on it is refused here, as
         # are a bad path and a newer schema.
-        await self.store.open(exclusive=True)
+        try:
+            await self.store.open(exclusive=True)
+        except Exception as error:
+            refuse_start(error)  # under hypercorn's CLI: one line, a non-zero exit
+            raise
         services = self._services
         assert services is not None, "the hosts start with the app's ASGI lifespan"
         coordination = self.store.coordination
