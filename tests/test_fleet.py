@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -28,10 +30,18 @@ from .servers import ServerProcess, free_port, serve_command
 from .test_cluster import LEASE_SECONDS, rpc
 from .test_console_metrics import parse, total, value
 from .test_queue_workers import WORKER_CONFIG, Deployment, Worker
+from .webhooks import Reply, webhook_receiver
 
-TOKEN = "fleet-operator-token"
-FLEET_CONFIG = WORKER_CONFIG + f'\n[console]\ntoken = "{TOKEN}"\n'
+# Development mode without a console token: the deployment makes one up, once.
+FLEET_CONFIG = (
+    WORKER_CONFIG
+    + '\n[push]\nallowed_hosts = ["127.0.0.1"]\nmax_attempts = 2\nbackoff = 0.1\nmax_wait = 0.5\n'
+)
 TIMEOUT = 30.0
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+WAIT_MS = 20_000
+CONSOLE_LINK = re.compile(r"(http://\S+)/_a2a/console#token=(\S+)")
 
 
 class Fleet(Deployment):
@@ -74,16 +84,29 @@ def fleet(postgres: PostgresLocation, tmp_path_factory: pytest.TempPathFactory) 
             running.stop()
 
 
+def console_links(fleet: Fleet) -> list[tuple[str, str]]:
+    """The console links the web processes logged: (address, token)."""
+    return [link for web in fleet.web for link in CONSOLE_LINK.findall(web.output())]
+
+
+def token_of(fleet: Fleet) -> str:
+    """The deployment's console token, as the one link logged has it."""
+    [(_, token)] = console_links(fleet)
+    return token
+
+
 def feed_address(server: ServerProcess, query: str = "") -> str:
     return server.url.replace("http://", "ws://") + "/_a2a/feed" + (f"?{query}" if query else "")
 
 
 @asynccontextmanager
-async def feed(server: ServerProcess, query: str = "") -> AsyncIterator[WebSocketConnection]:
+async def feed(
+    fleet: Fleet, server: ServerProcess, query: str = ""
+) -> AsyncIterator[WebSocketConnection]:
     """A feed connection whose hello has been read."""
     async with open_websocket_url(
         feed_address(server, query),
-        extra_headers=[(b"Authorization", f"Bearer {TOKEN}".encode())],
+        extra_headers=[(b"Authorization", f"Bearer {token_of(fleet)}".encode())],
     ) as ws:
         assert json.loads(await ws.get_message())["kind"] == "feed.hello"
         yield ws
@@ -106,7 +129,7 @@ async def test_a_queued_tasks_events_reach_the_feed_of_a_web_process_that_never_
     fleet: Fleet,
 ) -> None:
     web0, web1 = fleet.web
-    async with feed(web1, "kind=task") as ws:
+    async with feed(fleet, web1, "kind=task") as ws:
         task = (await rpc(web0, "SendMessage", {"message": user_message("tick 3")}))["task"]
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         events = await task_events(ws, task["id"], "TASK_STATE_COMPLETED")
@@ -123,13 +146,13 @@ async def test_a_feed_resumed_after_a_drop_misses_nothing_another_process_record
     fleet: Fleet,
 ) -> None:
     web0, web1 = fleet.web
-    async with feed(web1, "kind=task") as ws:
+    async with feed(fleet, web1, "kind=task") as ws:
         first = (await rpc(web0, "SendMessage", {"message": user_message("tick 1")}))["task"]
         seen = await task_events(ws, first["id"], "TASK_STATE_COMPLETED")
         last_seq = seen[-1]["seq"]
     # Dropped: the task runs while the client is away, then it resumes.
     missed = (await rpc(web0, "SendMessage", {"message": user_message("tick 2")}))["task"]
-    async with feed(web1, f"kind=task&after={last_seq}") as ws:
+    async with feed(fleet, web1, f"kind=task&after={last_seq}") as ws:
         events = await task_events(ws, missed["id"], "TASK_STATE_COMPLETED")
     assert events[0]["kind"] == "task.created"
     assert [e["eventSeq"] for e in events] == list(range(1, len(events) + 1))
@@ -137,7 +160,7 @@ async def test_a_feed_resumed_after_a_drop_misses_nothing_another_process_record
 
 async def test_watch_on_a_web_process_prints_what_a_worker_recorded(fleet: Fleet) -> None:
     web0, web1 = fleet.web
-    env = {**os.environ, "A2A_TRIO_CONSOLE_TOKEN": TOKEN}
+    env = {**os.environ, "A2A_TRIO_CONSOLE_TOKEN": token_of(fleet)}
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "a2a_trio.cli", "watch", web1.url, "--no-color"],
         env=env,
@@ -206,3 +229,160 @@ async def test_a_worker_logs_each_execution_it_runs_at_info(fleet: Fleet) -> Non
     [line] = [line for line in output.splitlines() if ended in line]
     assert " INFO a2a_trio.worker: " in line and line.endswith(": COMPLETED")
     assert f"INFO a2a_trio.worker: execution started: task {task['id']}" in output
+
+
+# --- one console for the deployment ---------------------------------------------------------
+
+
+async def test_the_web_processes_share_one_console_token_logged_once_with_their_address(
+    fleet: Fleet,
+) -> None:
+    [(address, token)] = console_links(fleet)  # one line for the deployment, not per process
+    assert address in {web.url for web in fleet.web}  # the real address, not <this server>
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(trust_env=False, headers=headers) as client:
+        for _ in range(5):
+            for web in fleet.web:
+                response = await client.get(web.url + "/_a2a/api/counters")
+                assert response.status_code == 200, response.text
+
+
+async def test_the_counters_and_members_are_the_whole_deployments(fleet: Fleet) -> None:
+    web0, web1 = fleet.web
+    headers = {"Authorization": f"Bearer {token_of(fleet)}"}
+    async with httpx.AsyncClient(trust_env=False, headers=headers, timeout=TIMEOUT) as client:
+        started = await client.post(
+            web0.url + "/jsonrpc",
+            json=jsonrpc("SendMessage", message=user_message("tick 60"), returnImmediately=True),
+            headers={"A2A-Version": "1.0"},
+        )
+        task_id = started.json()["result"]["task"]["id"]
+        with trio.fail_after(TIMEOUT):
+            while True:  # the worker running it reports it with its next heartbeat
+                counters = (await client.get(web1.url + "/_a2a/api/counters")).json()
+                if counters["runningExecutions"] >= 1:
+                    break
+                await trio.sleep(0.1)
+        workers = [share for share in counters["members"] if share["role"] == "worker"]
+        assert len(workers) == 2 and sum(w["runningExecutions"] for w in workers) >= 1
+        members = (await client.get(web1.url + "/_a2a/api/members")).json()["members"]
+        assert sorted(m["role"] for m in members) == ["web", "web", "worker", "worker"]
+        running = [m for m in members if m["role"] == "worker" and m["leases"] >= 1]
+        assert running and running[0]["agents"] == ["default"] and running[0]["pid"] > 0
+        assert all(m["heartbeatAgeSeconds"] < LEASE_SECONDS for m in members)
+        await rpc(web1, "CancelTask", {"id": task_id})
+
+
+async def test_a_dead_letter_names_its_webhooks_host_only(fleet: Fleet) -> None:
+    async with webhook_receiver(default=Reply(503)) as hook:
+        config = {"url": hook.url_for("/hook/path?key=query-secret"), "token": "hook-token"}
+        await rpc(
+            fleet.web[0],
+            "SendMessage",
+            {
+                "message": user_message("tick 1"),
+                "configuration": {"taskPushNotificationConfig": config},
+            },
+        )
+        headers = {"Authorization": f"Bearer {token_of(fleet)}"}
+        async with httpx.AsyncClient(trust_env=False, headers=headers) as client:
+            with trio.fail_after(TIMEOUT):
+                while True:
+                    response = await client.get(
+                        fleet.web[1].url + "/_a2a/api/deliveries?state=failed"
+                    )
+                    dead = response.json()["deliveries"]
+                    if dead:
+                        break
+                    await trio.sleep(0.1)
+    assert dead[0]["webhookHost"] == "127.0.0.1"
+    for secret in ("/hook/path", "query-secret", "hook-token"):
+        assert secret not in response.text
+
+
+def jsonrpc(method: str, **params: Any) -> dict[str, Any]:
+    configuration = (
+        {"returnImmediately": params.pop("returnImmediately")}
+        if "returnImmediately" in params
+        else {}
+    )
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": method,
+        "params": {**params, "configuration": configuration},
+    }
+
+
+def drive_console(fleet: Fleet, shot: Path) -> None:
+    """The console of the web process that takes no message, in Chromium, as an operator."""
+    from playwright.sync_api import expect, sync_playwright
+
+    web0, web1 = fleet.web
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.set_default_timeout(WAIT_MS)
+            page.goto(f"{web1.url}/_a2a/console#token={token_of(fleet)}")
+            expect(page.get_by_test_id("feed-status")).to_have_text("feed: live")
+            members = page.get_by_test_id("member")
+            expect(members.and_(page.locator('[data-role="worker"]'))).to_have_count(2)
+            expect(members.and_(page.locator('[data-role="web"]'))).to_have_count(2)
+
+            # A queued task sent to the other web process appears without a reload.
+            body = jsonrpc("SendMessage", message=user_message("tick 40"), returnImmediately=True)
+            answer = httpx.post(
+                web0.url + "/jsonrpc", json=body, headers={"A2A-Version": "1.0"}, timeout=TIMEOUT
+            )
+            task_id = answer.json()["result"]["task"]["id"]
+            row = page.locator(f'#tasks tr[data-task="{task_id}"]')
+            expect(row.get_by_test_id("state")).to_have_text("WORKING")
+            expect(page.locator("#c-running")).not_to_have_text("0")  # a worker runs it
+            expect(row.get_by_test_id("state")).to_have_text("COMPLETED")
+            expect(page.locator("#c-events")).not_to_have_text("0.0")
+
+            # Its timeline: every event the worker recorded.
+            row.click()
+            expect(page.locator("#task-id")).to_have_text(task_id)
+            entries = page.get_by_test_id("timeline-entry")
+            expect(entries.first).to_have_attribute("data-kind", "task")
+            expect(entries.last).to_contain_text("COMPLETED")
+            expect(page.get_by_test_id("timeline")).to_contain_text("tick 40")
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+
+
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="no chromium on PATH")
+async def test_the_console_of_one_web_process_shows_the_whole_deployment_in_a_browser(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    pytest.importorskip("playwright.sync_api", reason="the dev extra installs Playwright")
+    shot = tmp_path / "console-fleet.png"
+    with trio.fail_after(120):
+        await trio.to_thread.run_sync(drive_console, fleet, shot)
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("A2A_TRIO_UPDATE_SCREENSHOT"):
+        shutil.copyfile(shot, DOCS / "console-fleet.png")
+
+
+async def test_hypercorn_workers_share_one_console_token_and_log_their_real_address(
+    postgres: PostgresLocation, tmp_path: Path
+) -> None:
+    with fresh_database(postgres) as location:
+        (tmp_path / "a2a.toml").write_text(f'[storage]\nurl = "{postgres_url(location)}"\n')
+        with ServerProcess.configured_app_served(tmp_path, options=("--workers", "2")) as server:
+            with trio.fail_after(TIMEOUT):
+                while not CONSOLE_LINK.search(server.output()):  # noqa: ASYNC110
+                    await trio.sleep(0.05)  # another process writes it
+            await trio.sleep(1)  # both workers are up: a second link would be there by now
+            [(address, token)] = CONSOLE_LINK.findall(server.output())
+            assert address == server.url  # hypercorn's --bind, not "<this server>"
+            headers = {"Authorization": f"Bearer {token}"}
+            async with httpx.AsyncClient(trust_env=False, headers=headers) as client:
+                for _ in range(10):  # each a new connection: either worker may answer
+                    response = await client.get(
+                        address + "/_a2a/api/counters", headers={"Connection": "close"}
+                    )
+                    assert response.status_code == 200, response.text

@@ -64,6 +64,13 @@ def run(directory: Path, *command: str, config: str) -> subprocess.CompletedProc
     )
 
 
+def only_line(done: subprocess.CompletedProcess[str]) -> str:
+    """What the command wrote, which must be one line."""
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1, done.stdout
+    return lines[0]
+
+
 @pytest.fixture
 def taken_port() -> Iterator[int]:
     """A port something else listens on."""
@@ -85,7 +92,7 @@ def test_serve_on_a_port_in_use_exits_non_zero_with_one_line(
 ) -> None:
     done = run(tmp_path, *CLI, "serve", "--bind", f"127.0.0.1:{taken_port}", config=AGENT)
     assert done.returncode == 1, done.stdout
-    [line] = done.stdout.strip().splitlines()
+    line = only_line(done)
     assert f"127.0.0.1:{taken_port}" in line and "in use" in line and "--bind" in line
     assert not (tmp_path / "a2a.db").exists()  # nothing was opened, nothing served
 
@@ -96,7 +103,7 @@ def test_serve_with_its_database_out_of_reach_exits_non_zero_with_one_line(
     config = storage(UNREACHABLE) + AGENT
     done = run(tmp_path, *CLI, "serve", "--bind", f"127.0.0.1:{free_port()}", config=config)
     assert done.returncode == 1, done.stdout
-    [line] = done.stdout.strip().splitlines()
+    line = only_line(done)
     assert "cannot connect to PostgreSQL" in line and "serving" not in line
 
 
@@ -105,7 +112,7 @@ def test_a_worker_with_its_database_out_of_reach_exits_non_zero_with_one_line(
 ) -> None:
     done = run(tmp_path, *CLI, "worker", config=storage(UNREACHABLE) + QUEUED)
     assert done.returncode == 1, done.stdout
-    [line] = done.stdout.strip().splitlines()
+    line = only_line(done)
     assert "cannot connect to PostgreSQL" in line and "working for" not in line
 
 
@@ -116,7 +123,7 @@ def test_a_worker_whose_metrics_port_is_in_use_exits_non_zero_with_one_line(
     bind = f"127.0.0.1:{taken_port}"
     done = run(tmp_path, *CLI, "worker", "--metrics-bind", bind, config=config)
     assert done.returncode == 1, done.stdout
-    [line] = done.stdout.strip().splitlines()
+    line = only_line(done)
     assert bind in line and "in use" in line and "working for" not in line
 
 

@@ -32,6 +32,7 @@ from ..store import Delivery, Notification, Share
 from ..store.observer import Observer
 from .cluster_feed import ClusterFeed
 from .events import FeedFilter
+from .fleet_view import deployment_counters, members, served_address, webhook_hosts
 from .hub import FeedHub, Subscriber
 from .metrics import Metrics
 
@@ -55,6 +56,8 @@ CLOSE_TOO_SLOW = 1013
 #: The close code when the server shuts down: "going away".
 CLOSE_GOING_AWAY = 1001
 _MAX_PAGE = 500
+#: Where a console token made up in development mode is kept for the whole deployment.
+_TOKEN_SETTING = "console_token"
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -181,6 +184,8 @@ class Console:
         #: The token operators present; None while the console is off.
         self.token = settings.token
         self._executions_logged = False
+        #: Whether this process logs the console's URL (one of a deployment's does).
+        self._announced = True
         #: Whether the token was made up at start (development mode without one).
         self.generated = False
         #: Where the app is served, for the URL logged at start (``a2a-trio serve`` sets it).
@@ -216,9 +221,9 @@ class Console:
         app.push.observer = observer
 
         self.observer = observer
-        app.on_start.append(self._observe)
+        app.on_start.append(self._start)
 
-        async def announce() -> None:
+        async def announce() -> None:  # serving only: a worker has no console to open
             self._announce()
 
         app.before_serving(announce)
@@ -239,13 +244,20 @@ class Console:
             ("/api/deliveries", "deliveries", self._deliveries, ["GET"]),
             ("/api/deliveries/<int:outbox_id>/redrive", "redrive", self._redrive, ["POST"]),
             ("/api/counters", "counters", self._counters, ["GET"]),
+            ("/api/members", "members", self._members, ["GET"]),
         ]
         for rule, name, view, methods in routes:
             app.add_url_rule(f"{base}{rule}", f"a2a.console.{name}", view, methods=methods)
         app.add_websocket(f"{base}/feed", "a2a.console.feed", self._feed)
 
-    def _observe(self) -> None:
-        """At start (serving or working): observe every host, join the cluster's view."""
+    async def _start(self) -> None:
+        """At start (serving or working): observe every host, join the cluster's view.
+
+        On PostgreSQL a token made up in development mode is the deployment's
+        (kept in the database), so every process takes the same one; its URL
+        is logged by one of the live web processes (the first to start, and
+        after it died, the next one to start).
+        """
         app = self.app
         for mount in app.mounts.values():
             mount.host.observe(self.observer)
@@ -257,6 +269,11 @@ class Console:
             cluster.stats = self.member_stats
             if self.on:  # what the other processes record too
                 cluster.watch(ClusterFeed(self.hub, app.store))
+            if self.generated and app.role == "web":
+                self.token, _ = await cluster.coordination.shared_setting(
+                    _TOKEN_SETTING, self.token or secrets.token_urlsafe(24)
+                )
+                self._announced = await cluster.coordination.claim_duty("console link")
 
     def member_stats(self) -> dict[str, float]:
         """This process's share of the deployment's counters (reported with its heartbeat)."""
@@ -284,9 +301,14 @@ class Console:
                 "console off: production mode and no [console] token or scheme set "
                 "(see docs/console.md)"
             )
-        elif self.generated:
-            where = self.url() if self.base_url else self.url("http://<this server>")
-            log.warning("console (development mode, a token made up for this run): %s", where)
+        elif self.generated and self._announced:
+            base = self.base_url or served_address() or "http://<this server>"
+            shared = " (every process of the database takes it)" if self.app.cluster else ""
+            log.warning(
+                "console (development mode, a token made up for this deployment%s): %s",
+                shared,
+                self.url(base),
+            )
 
     # --- access -------------------------------------------------------------------------
 
@@ -443,6 +465,7 @@ class Console:
         after = int(request.args.get("after") or 0)
         entries = await store.timeline(agent, task_id, after=after, limit=_MAX_PAGE)
         deliveries = await store.delivery_page(agent, task_id, limit=_MAX_PAGE)
+        hosts = await webhook_hosts(store, deliveries)
         return _json(
             {
                 "agent": agent,
@@ -455,7 +478,7 @@ class Console:
                     for e in entries
                 ],
                 "more": len(entries) == _MAX_PAGE,
-                "deliveries": [_delivery(d) for d in deliveries],
+                "deliveries": [_delivery(d, hosts[d.id]) for d in deliveries],
             }
         )
 
@@ -493,9 +516,10 @@ class Console:
         )
         more = len(rows) > size
         rows = rows[:size]
+        hosts = await webhook_hosts(self.app.store, rows)
         return _json(
             {
-                "deliveries": [_delivery(d) for d in rows],
+                "deliveries": [_delivery(d, hosts[d.id]) for d in rows],
                 "nextBefore": rows[-1].id if more else None,
             }
         )
@@ -513,14 +537,11 @@ class Console:
             return _unauthorized()
         outbox = await self.app.store.outbox_summary()
         oldest = outbox.oldest_pending
+        # The whole deployment's, with each member's share ("members").
+        counters = await deployment_counters(self.app, self.member_stats())
         return _json(
             {
-                "messagesPerSecond": self.messages.per_second(),
-                "eventsPerSecond": self.events.per_second(),
-                "runningExecutions": sum(
-                    m.host.executions_running for m in self.app.mounts.values()
-                ),
-                "openStreams": self.app.open_streams,
+                **counters,
                 "outboxBacklog": outbox.pending,
                 "oldestPendingSeconds": max(0.0, time.time() - oldest.timestamp())
                 if oldest
@@ -530,6 +551,11 @@ class Console:
                 "feedSeq": self.hub.seq,
             }
         )
+
+    async def _members(self) -> Response:
+        if not await self._operator():
+            return _unauthorized()
+        return _json({"members": await members(self.app, self.member_stats())})
 
 
 def attach_console(
@@ -586,9 +612,11 @@ def _size(value: str | None, default: int) -> int:
     return size
 
 
-def _delivery(delivery: Delivery) -> dict[str, Any]:
-    # The config is named, never shown: its URL, token and credentials stay in the store.
+def _delivery(delivery: Delivery, host: str | None) -> dict[str, Any]:
+    # The config is named and its webhook's host shown, never its URL's path or
+    # query, its token or credentials: they stay in the store.
     return {
+        "webhookHost": host,
         "id": delivery.id,
         "notificationId": delivery.notification_id,
         "agent": delivery.agent,

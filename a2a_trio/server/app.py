@@ -6,7 +6,7 @@ import gc
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -160,7 +160,7 @@ class A2AApp(QuartTrio):
         self._services: trio.Nursery | None = None
         #: Called once the store is open (and the cluster joined), before the
         #: hosts start, when serving and when working (the console hooks on here).
-        self.on_start: list[Callable[[], None]] = []
+        self.on_start: list[Callable[[], Awaitable[None]]] = []
         #: What this process is to the others on the database: ``web`` or ``worker``.
         self.role = "web"
         #: Told of every protocol request (the metrics); see :data:`RequestObserver`.
@@ -526,7 +526,7 @@ class A2AApp(QuartTrio):
                 mount.host.attach(self.cluster)
             await services.start(self._run_cluster, self.cluster)
         for hook in self.on_start:
-            hook()
+            await hook()
         await services.start(self._run_checkpoints)
         await services.start(self._run_push)
         for mount in self.mounts.values():

@@ -237,6 +237,14 @@ class Coordination(ABC):
         """The live members with what each holds and reported, and the queued work."""
         raise NotImplementedError
 
+    async def shared_setting(self, key: str, proposed: str) -> tuple[str, bool]:
+        """The deployment's value of ``key``: ``proposed`` if it had none (then True)."""
+        raise NotImplementedError
+
+    async def claim_duty(self, duty: str) -> bool:
+        """Whether this member does ``duty``: the first live member to ask, until it dies."""
+        raise NotImplementedError
+
     @abstractmethod
     def wake_ups(self) -> AbstractAsyncContextManager[WakeUps]:
         """A connection receiving :data:`CHANNELS` (async context manager)."""

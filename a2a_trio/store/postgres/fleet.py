@@ -8,7 +8,7 @@ from ..fleet import FleetView, MemberView
 from ..records import order_key
 from .database import Connection, Database
 
-__all__ = ["read_fleet", "write_report"]
+__all__ = ["claim_duty", "read_fleet", "shared_setting", "write_report"]
 
 _LIVE = "m.heartbeat_at + m.lease_seconds * interval '1 second' > now()"
 
@@ -33,6 +33,32 @@ async def write_report(
         "UPDATE a2a_members SET role = %s, agents = %s, stats = %s::json WHERE id = %s",
         (role, ",".join(agents), json.dumps(stats), member),
     )
+
+
+async def shared_setting(db: Database, key: str, proposed: str) -> tuple[str, bool]:
+    """The value of ``key`` in a2a_settings, ``proposed`` if none was there; and whether it was."""
+
+    def settle(conn: Connection) -> tuple[str, bool]:
+        made = conn.execute(
+            "INSERT INTO a2a_settings (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+            (key, proposed),
+        ).rowcount
+        row = conn.execute("SELECT value FROM a2a_settings WHERE key = %s", (key,)).fetchone()
+        assert row is not None, "the row was inserted or was there"
+        return str(row[0]), bool(made)
+
+    return await db.run(settle)
+
+
+async def claim_duty(db: Database, duty: str, member: str) -> bool:
+    """Whether ``member`` does ``duty``: the first live member to ask, until it is dead."""
+    row = await db.fetchone(
+        "INSERT INTO a2a_settings (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE"
+        " SET value = EXCLUDED.value WHERE NOT EXISTS (SELECT FROM a2a_members m"
+        f" WHERE m.id = a2a_settings.value AND {_LIVE}) RETURNING value",
+        (f"duty:{duty}", member),
+    )
+    return row is not None
 
 
 async def read_fleet(db: Database) -> FleetView:
