@@ -9,10 +9,12 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from a2a_trio.console import ConsoleSettings
+from a2a_trio.protocol.proto.a2a_pb2 import GetTaskRequest
 from a2a_trio.push import PushSettings
 
 from .conftest import user_message
 from .console_helpers import TOKEN, console_server
+from .test_grpc_binding import Channel, send_request
 from .webhooks import Reply, webhook_receiver
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -132,3 +134,24 @@ async def test_an_open_stream_is_counted_while_it_is_relayed(tmp_path: Path) -> 
                 pass
         samples = await scrape(server.client)
         assert value(samples, "a2a_open_streams") == 0
+
+
+async def test_grpc_calls_are_counted_with_their_binding(tmp_path: Path) -> None:
+    async with console_server(tmp_path) as (server, _, _):
+        channel = Channel(server)
+        try:
+            await channel.call("SendMessage", send_request("echo hi"), "SendMessageResponse")
+            await channel.failure("GetTask", GetTaskRequest(id="no-such-task"), "Task")
+            stream = channel.stream("SendStreamingMessage", send_request("echo streamed"))
+            await trio.to_thread.run_sync(lambda: list(stream))
+        finally:
+            channel.close()
+        samples = await scrape(server.client)
+    requests = "a2a_requests_total"
+    assert value(samples, requests, agent="scripted", operation="SendMessage",
+                 binding="grpc", outcome="ok") == 1  # fmt: skip
+    assert value(samples, requests, agent="scripted", operation="GetTask",
+                 binding="grpc", outcome="TASK_NOT_FOUND") == 1  # fmt: skip
+    assert value(samples, requests, agent="scripted", operation="SendStreamingMessage",
+                 binding="grpc", outcome="ok") == 1  # fmt: skip
+    assert total(samples, "a2a_request_duration_seconds_count", binding="grpc") == 3

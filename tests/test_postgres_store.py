@@ -448,3 +448,40 @@ async def test_a_round_is_one_trip_to_a_worker_thread(
     outcomes = await record(store, *shares, push=True)
     assert [outcome.queued for outcome in outcomes] == [1, 1, 1]
     assert hops == 1
+
+
+async def test_members_of_a_database_from_before_member_reports_read_back_after_it(
+    empty_database: PostgresLocation,
+) -> None:
+    from a2a_trio.store.postgres.schema import MIGRATIONS
+
+    # The database as the version before the one that added role, agents and stats made it.
+    [mine] = [n for n, m in enumerate(MIGRATIONS) if any("ADD COLUMN role" in s for s in m)]
+    with admin_connect(empty_database) as admin:
+        admin.execute(
+            "CREATE TABLE a2a_schema (one boolean PRIMARY KEY DEFAULT true CHECK (one),"
+            " version integer NOT NULL)"
+        )
+        for statements in MIGRATIONS[:mine]:
+            for statement in statements:
+                admin.execute(statement)
+        admin.execute("INSERT INTO a2a_schema (version) VALUES (%s)", (mine,))
+        admin.execute(
+            "INSERT INTO a2a_members (id, host, pid, lease_seconds, started_at, heartbeat_at)"
+            " VALUES ('old', 'elsewhere', 7, 3600, now(), now())"
+        )
+    store = PostgresStore(empty_database)
+    await store.open()
+    try:
+        coordination = store.coordination
+        assert coordination is not None
+        [old] = (await coordination.fleet()).members
+        assert (old.id, old.host, old.pid, old.role, old.agents) == ("old", "elsewhere", 7, "", [])
+        await coordination.join()
+        await coordination.report("worker", ["a", "b"], {"eventsPerSecond": 2.0})
+        members = {m.id: m for m in (await coordination.fleet()).members}
+        me = members[coordination.member]
+        assert (me.role, me.agents, me.stats) == ("worker", ["a", "b"], {"eventsPerSecond": 2.0})
+    finally:
+        await store.aclose()
+    assert stored_version(empty_database) == SCHEMA_VERSION

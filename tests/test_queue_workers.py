@@ -383,7 +383,7 @@ async def test_a_stopping_worker_claims_nothing_and_finishes_work_longer_than_te
         await wait_for_file(deployment.directory / f"{task['id']}.holder.{draining.name}")
     draining.signal()
     with trio.fail_after(10):
-        while "stopping:" not in draining.output():  # noqa: ASYNC110
+        while "shutting down:" not in draining.output():  # noqa: ASYNC110
             await trio.sleep(0.02)
     async with trio.open_nursery() as nursery:
         # While only the stopping worker runs (well within a lease), what comes waits.
@@ -408,7 +408,7 @@ async def test_a_second_signal_stops_a_draining_worker_at_once(deployment: Deplo
         await wait_for_file(deployment.directory / f"{task['id']}.holder.{draining.name}")
     draining.signal()
     with trio.fail_after(10):
-        while "stopping:" not in draining.output():  # noqa: ASYNC110
+        while "shutting down:" not in draining.output():  # noqa: ASYNC110
             await trio.sleep(0.02)
     draining.signal()
     signalled = time.monotonic()

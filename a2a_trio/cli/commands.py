@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import keyword
+import logging
 import re
 import signal
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import click
 import trio
@@ -17,7 +18,7 @@ from pydantic import ValidationError
 
 from ..config import ConfigError, Settings, build_app, load_settings
 from ..protocol import AgentCard, utcnow
-from ..server.app import normalise_prefix
+from ..server.app import A2AApp, normalise_prefix
 from ..server.cards import ServedCard, card_problems, resolve_card
 from ..store import DatabaseInUseError, Store
 from ..store.factory import store_at
@@ -28,6 +29,8 @@ from .verify import verify_remote_card
 __all__ = ["card", "deliveries", "make_executor", "prune", "serve"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("a2a_trio.cli")
 
 config_option = click.option(
     "--config",
@@ -286,30 +289,47 @@ def prune(days: int, dry_run: bool, config_path: Path | None, database: str | No
     )
 
 
+log_format_option = click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    envvar="A2A_TRIO_LOG_FORMAT",
+    help="Log lines as text (time, level, logger, message) or JSON objects.",
+)
+
+
 @click.command()
 @click.option("--bind", default="127.0.0.1:8000", show_default=True, help="host:port to listen on.")
 @config_option
-def serve(bind: str, config_path: Path | None) -> None:
+@log_format_option
+def serve(bind: str, config_path: Path | None, log_format: Literal["text", "json"]) -> None:
     """Serve the configured agents with hypercorn's trio worker (Ctrl+C stops).
 
-    Each request is logged on standard output (hypercorn's access log).
+    Everything is logged on standard error, each request too (hypercorn's
+    access log): a line with time, level and logger each, or JSON.
     """
     from hypercorn.config import Config
 
     from ..console import console_of
+    from ..logs import configure_logging, hypercorn_loggers
     from ..server.serving import KEEP_ALIVE_TIMEOUT
     from ..server.serving import serve as serve_app
+    from .lifecycle import check_bind, first_signal, progress, refuse, second_signal
+
+    configure_logging(log_format)
 
     try:
         app = build_app(_settings(config_path))
     except ConfigError as error:
         raise click.UsageError(str(error)) from None
+    check_bind(bind, "--bind")  # a port in use: refused before the database is opened
     console = console_of(app)
     if console is not None and console.base_url is None:
         console.base_url = f"http://{bind}"  # the console URL logged at start is complete
     config = Config()
     config.bind = [bind]
-    config.accesslog = "-"  # standard output
+    config.accesslog, config.errorlog = hypercorn_loggers()
     config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
 
     async def serve_until_signalled() -> None:
@@ -321,9 +341,7 @@ def serve(bind: str, config_path: Path | None) -> None:
             # start-up deep inside hypercorn.
             await app.store.open(exclusive=True)
         except (DatabaseInUseError, DatabaseUnavailable) as error:
-            click.echo(f"error: {error}", err=True)
-            raise SystemExit(1) from None
-        click.echo(f"serving {', '.join(app.mounts)} on http://{bind}")
+            refuse(str(error))
         first = trio.Event()
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
@@ -331,15 +349,25 @@ def serve(bind: str, config_path: Path | None) -> None:
                 async def watch() -> None:
                     async for _ in signals:
                         if first.is_set():
+                            second_signal(app)
                             app.begin_shutdown(now=True)
+                        else:
+                            first_signal(app)
+                            nursery.start_soon(progress, app)
                         first.set()
 
+                async def serving(*, task_status: trio.TaskStatus[list[str]]) -> None:
+                    await serve_app(
+                        app, config, shutdown_trigger=first.wait, task_status=task_status
+                    )
+                    nursery.cancel_scope.cancel()
+
                 nursery.start_soon(watch)
-                await serve_app(app, config, shutdown_trigger=first.wait)
-                nursery.cancel_scope.cancel()
+                await nursery.start(serving)
+                log.info("serving %s on http://%s", ", ".join(app.mounts), bind)
 
     trio.run(serve_until_signalled)
-    click.echo("stopped")
+    log.info("stopped")
 
 
 @click.command()
@@ -364,9 +392,20 @@ def serve(bind: str, config_path: Path | None) -> None:
     metavar="SECONDS",
     help="How long a stopping worker lets running executions finish [default: worker.grace].",
 )
+@click.option(
+    "--metrics-bind",
+    metavar="HOST:PORT",
+    help="Serve Prometheus /metrics there (the [console] metrics settings apply).",
+)
 @config_option
+@log_format_option
 def worker(
-    agents: tuple[str, ...], concurrency: int, grace: float | None, config_path: Path | None
+    agents: tuple[str, ...],
+    concurrency: int,
+    grace: float | None,
+    metrics_bind: str | None,
+    config_path: Path | None,
+    log_format: Literal["text", "json"],
 ) -> None:
     """Run the queued agents' executions (no HTTP) until SIGTERM or Ctrl+C.
 
@@ -377,6 +416,10 @@ def worker(
     the grace at once. What is still running then ends FAILED, or goes back
     to the queue if its agent is restartable.
     """
+    from ..logs import configure_logging
+    from .lifecycle import check_bind, first_signal, progress, refuse, second_signal
+
+    configure_logging(log_format)
     settings = _settings(config_path)
     grace_used = settings.worker.grace if grace is None else grace
     runtime = settings.runtime.model_copy(update={"shutdown_grace": grace_used})
@@ -384,6 +427,8 @@ def worker(
         app = build_app(settings.model_copy(update={"runtime": runtime}))
     except ConfigError as error:
         raise click.UsageError(str(error)) from None
+    if metrics_bind is not None:
+        check_bind(metrics_bind, "--metrics-bind")
 
     async def work_until_signalled() -> str | None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -392,12 +437,11 @@ def worker(
                 async def watch() -> None:
                     signalled = False
                     async for _ in signals:
-                        click.echo(
-                            "stopping now"
-                            if signalled
-                            else f"stopping: no new work; running executions get {grace_used}s"
-                            " (a second signal stops them now)"
-                        )
+                        if signalled:
+                            second_signal(app)
+                        else:
+                            first_signal(app)
+                            nursery.start_soon(progress, app)
                         app.begin_shutdown(now=signalled)
                         signalled = True
 
@@ -413,21 +457,38 @@ def worker(
 
                 nursery.start_soon(watch)
                 try:
+                    if metrics_bind is not None:  # a port in use: refused before any work
+                        await nursery.start(_metrics, app, metrics_bind)
                     await nursery.start(work)
                 except (ValueError, DatabaseUnavailable) as error:
                     nursery.cancel_scope.cancel()
                     return str(error)
                 queued = agents or [n for n, m in app.mounts.items() if m.host.queued]
-                click.echo(f"working for {', '.join(queued)} (concurrency {concurrency})")
+                log.info("working for %s (concurrency %d)", ", ".join(queued), concurrency)
+                if metrics_bind is not None:
+                    log.info("metrics on http://%s/metrics", metrics_bind)
                 await finished.wait()  # the shutdown is complete
                 nursery.cancel_scope.cancel()
         return None
 
     refusal = trio.run(work_until_signalled)
     if refusal is not None:
-        click.echo(f"error: {refusal}", err=True)
-        raise SystemExit(1)
-    click.echo("stopped")
+        refuse(refusal)
+    log.info("stopped")
+
+
+async def _metrics(app: A2AApp, bind: str, *, task_status: trio.TaskStatus[list[str]]) -> None:
+    """The worker's /metrics (its console's metrics settings), until cancelled."""
+    from ..console import console_of
+    from ..console.metrics_server import serve_metrics
+
+    console = console_of(app)
+    if console is None or console.metrics is None:
+        raise ValueError("--metrics-bind: metrics are off ([console] metrics = false)")
+    try:
+        await serve_metrics(console, bind, task_status=task_status)
+    except OSError as error:
+        raise ValueError(f"--metrics-bind {bind}: {error.strerror or error}") from None
 
 
 @click.command(context_settings={"ignore_unknown_options": False})

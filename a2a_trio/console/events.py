@@ -17,12 +17,14 @@ from typing import Any
 
 from ..protocol import Part, Task
 from ..store import Notification, Share
+from ..store.browse import TimelineEntry
 
 __all__ = [
     "KINDS",
     "FeedFilter",
     "attempt_events",
     "execution_event",
+    "logged_events",
     "share_events",
     "text_of",
 ]
@@ -121,6 +123,45 @@ def share_events(agent: str, share: Share, owner: str | None) -> list[Event]:
             event["role"] = message.get("role")
             event["text"] = text_of(message.get("parts"))
         event["eventSeq"] = write.seq
+        events.append(event)
+    return events
+
+
+def logged_events(
+    agent: str, task_id: str, owner: str | None, entries: Iterable[TimelineEntry], state: str
+) -> list[Event]:
+    """The events :func:`share_events` made of these log rows, as another process recorded them.
+
+    Each row's state is the one its own payload carries, or, for artifacts and
+    messages, the last one before it in ``entries`` (else ``state``: the task's now).
+    """
+    events: list[Event] = []
+    for entry in entries:
+        body = json.loads(entry.payload)
+        at = entry.at[:23] + "Z" if len(entry.at) > 23 else entry.at
+        if entry.kind == "task":
+            task = body.get("task", {})
+            state = task.get("status", {}).get("state", state)
+            event = _base("task.created", agent, task_id, owner, state, at)
+            history = task.get("history") or [{}]
+            event["text"] = text_of(history[0].get("parts"))
+            event["context"] = task.get("contextId")
+        elif entry.kind == "status":
+            status = body.get("statusUpdate", {}).get("status", {})
+            state = status.get("state", state)
+            event = _base("task.status", agent, task_id, owner, state, at)
+            event["text"] = text_of((status.get("message") or {}).get("parts"))
+        elif entry.kind == "artifact":
+            event = _base("task.artifact", agent, task_id, owner, state, at)
+            artifact = body.get("artifactUpdate", {}).get("artifact", {})
+            event["artifact"] = artifact.get("artifactId")
+            event["name"] = artifact.get("name")
+            event["text"] = text_of(artifact.get("parts"))
+        else:
+            event = _base("task.message", agent, task_id, owner, state, at)
+            event["role"] = body.get("role")
+            event["text"] = text_of(body.get("parts"))
+        event["eventSeq"] = entry.seq
         events.append(event)
     return events
 

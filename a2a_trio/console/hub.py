@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import secrets
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any, Literal
@@ -31,12 +32,25 @@ import trio
 from pydantic_core import to_json
 
 from ..store import Notification, Share
+from ..store.browse import TimelineEntry
 from ..store.observer import Observer
-from .events import Event, FeedFilter, attempt_events, execution_event, now, share_events
+from .events import (
+    Event,
+    FeedFilter,
+    attempt_events,
+    execution_event,
+    logged_events,
+    now,
+    share_events,
+)
 
 __all__ = ["FeedHub", "Subscriber"]
 
-#: Owners remembered per (agent, task), for events whose reporter does not know it.
+#: How long after its last subscriber left the feed is still kept whole for a resume.
+RESUME_WINDOW = 60.0
+
+#: Owners (and log positions) remembered per (agent, task), for events whose
+#: reporter does not know it.
 _OWNERS_KEPT = 10_000
 
 
@@ -137,6 +151,10 @@ class FeedHub(Observer):
         self._buffer = buffer
         self.subscribers: set[Subscriber] = set()
         self._owners: OrderedDict[tuple[str, str], str] = OrderedDict()
+        #: The last log sequence published per (agent, task), so that an event
+        #: this process recorded and also read back from the log is published once.
+        self._logged: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._last_left = -RESUME_WINDOW
         #: How many subscribers were dropped for being slow.
         self.dropped = 0
         #: Others told of each event after it is numbered (the metrics).
@@ -148,8 +166,47 @@ class FeedHub(Observer):
         if share.new is not None:
             owner = share.new.owner
         owner = self._owner(agent, share.task_id, owner)
+        if not share.events:
+            return
+        done = self.logged(agent, share.task_id)
+        if done is not None and share.events[0].seq <= done:  # read back from the log already
+            if share.events[-1].seq <= done:
+                return
+            share = Share(
+                agent, share.task_id, share.new, [e for e in share.events if e.seq > done]
+            )
+        self._note_logged(agent, share.task_id, share.events[-1].seq)
         for event in share_events(agent, share, owner):
             self.publish(event)
+
+    def logged(self, agent: str, task_id: str) -> int | None:
+        """The last log sequence of the task published here (None: none that is remembered)."""
+        return self._logged.get((agent, task_id))
+
+    def skip_logged(self, agent: str, task_id: str, seq: int) -> None:
+        """Take the task's log up to ``seq`` as published (nobody watched it move)."""
+        if seq > (self.logged(agent, task_id) or 0):
+            self._note_logged(agent, task_id, seq)
+
+    def publish_logged(
+        self, agent: str, task_id: str, owner: str, entries: list[TimelineEntry], state: str
+    ) -> None:
+        """Publish log rows another process recorded (those not published yet), in log order."""
+        done = self.logged(agent, task_id) or 0
+        fresh = [entry for entry in entries if entry.seq > done]
+        if not fresh:
+            return
+        owner = self._owner(agent, task_id, owner) or owner
+        self._note_logged(agent, task_id, fresh[-1].seq)
+        for event in logged_events(agent, task_id, owner, fresh, state):
+            self.publish(event)
+
+    def _note_logged(self, agent: str, task_id: str, seq: int) -> None:
+        key = (agent, task_id)
+        self._logged[key] = seq
+        self._logged.move_to_end(key)
+        if len(self._logged) > _OWNERS_KEPT:
+            self._logged.popitem(last=False)
 
     def attempted(
         self,
@@ -264,6 +321,12 @@ class FeedHub(Observer):
         if subscriber in self.subscribers:
             self.subscribers.discard(subscriber)
             self.dropped += slow
+            self._last_left = time.monotonic()
+
+    @property
+    def watched(self) -> bool:
+        """Whether a client is subscribed, or was within ``RESUME_WINDOW`` (it may resume)."""
+        return bool(self.subscribers) or time.monotonic() - self._last_left < RESUME_WINDOW
 
     def hello(self) -> dict[str, Any]:
         """The first message of every connection: the epoch and the latest sequence."""

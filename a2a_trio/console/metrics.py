@@ -16,6 +16,7 @@ from ..store import Notification, Share
 from ..store.observer import Observer
 
 if TYPE_CHECKING:
+    from ..runtime.cluster import Cluster
     from ..server import A2AApp
     from .hub import FeedHub
 
@@ -97,9 +98,39 @@ class Metrics(Observer):
         self.feed_clients = Gauge(
             "a2a_feed_subscribers", "Live feed (WebSocket) clients now.", registry=registry
         )
-        self.feed_dropped = Gauge(
+        self.feed_dropped = Counter(
             "a2a_feed_dropped",
-            "Live feed clients dropped for being slow since start.",
+            "Live feed clients dropped for being slow.",
+            registry=registry,
+        )
+        self._dropped_counted = 0
+        # A deployment of several processes on PostgreSQL (absent otherwise).
+        self.queued = Gauge(
+            "a2a_queued_executions",
+            "Executions of queued agents not done yet, by agent and state "
+            "(queued: waiting for a worker; claimed; running). The whole deployment's.",
+            ["agent", "state"],
+            registry=registry,
+        )
+        self.leases_held = Gauge(
+            "a2a_task_leases_held",
+            "Task leases this process holds now (executions and cancels in progress).",
+            registry=registry,
+        )
+        self.leases = Gauge(
+            "a2a_task_leases",
+            "Task leases held in the whole deployment now.",
+            registry=registry,
+        )
+        self.members = Gauge(
+            "a2a_cluster_members",
+            "Live processes serving the database, by role (web, worker).",
+            ["role"],
+            registry=registry,
+        )
+        self.listening = Gauge(
+            "a2a_cluster_listening",
+            "1 while this process's wake-up connection (LISTEN) is up, else 0.",
             registry=registry,
         )
 
@@ -147,5 +178,22 @@ class Metrics(Observer):
         self.dead.set(outbox.failed)
         self.streams.set(app.open_streams)
         self.feed_clients.set(len(hub.subscribers))
-        self.feed_dropped.set(hub.dropped)
+        self.feed_dropped.inc(hub.dropped - self._dropped_counted)
+        self._dropped_counted = hub.dropped
+        if app.cluster is not None:
+            await self._read_fleet(app.cluster)
         return generate_latest(self.registry)
+
+    async def _read_fleet(self, cluster: Cluster) -> None:
+        self.listening.set(1 if cluster.listening else 0)
+        fleet = await cluster.coordination.fleet()
+        self.queued.clear()
+        for agent in {agent for agent, _ in fleet.queued} | set(cluster.agents):
+            for state in ("queued", "claimed", "running"):
+                self.queued.labels(agent, state).set(fleet.queued.get((agent, state), 0))
+        self.leases.set(fleet.leases)
+        me = next((m for m in fleet.members if m.id == cluster.member), None)
+        self.leases_held.set(me.leases if me is not None else 0)
+        self.members.clear()
+        for role in ("web", "worker"):
+            self.members.labels(role).set(sum(1 for m in fleet.members if m.role == role))

@@ -24,12 +24,15 @@ import trio
 from quart import Response, request, websocket
 
 from ..protocol import A2AError, CancelTaskRequest, TaskState
+from ..runtime.execution_log import ExecutionLog
 from ..runtime.executor import Principal
 from ..server import A2AApp, Authenticator
 from ..server.auth import AuthenticationFailed, RequestCredentials
 from ..store import Delivery, Notification, Share
 from ..store.observer import Observer
+from .cluster_feed import ClusterFeed
 from .events import FeedFilter
+from .fleet_view import deployment_counters, members, served_address, webhook_hosts
 from .hub import FeedHub, Subscriber
 from .metrics import Metrics
 
@@ -53,6 +56,9 @@ CLOSE_TOO_SLOW = 1013
 #: The close code when the server shuts down: "going away".
 CLOSE_GOING_AWAY = 1001
 _MAX_PAGE = 500
+#: Where a console token made up in development mode is kept for the whole deployment.
+_TOKEN_SETTING = "console_token"
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,10 @@ class _Fanout(Observer):
     """Tells every observer, and keeps a failing one from reaching the recorder's loop."""
 
     def __init__(self, *observers: Observer) -> None:
-        self._observers = observers
+        self._observers = list(observers)
+
+    def add(self, observer: Observer) -> None:
+        self._observers.append(observer)
 
     def _each(self, method: str, *args: Any) -> None:
         for observer in self._observers:
@@ -110,6 +119,16 @@ class _Fanout(Observer):
 
     def execution_ended(self, agent: str, task_id: str, owner: str, error: str | None) -> None:
         self._each("execution_ended", agent, task_id, owner, error)
+
+
+class _EventRate(Observer):
+    """Counts the task events this process commits (not those read back from others)."""
+
+    def __init__(self, rate: _Rate) -> None:
+        self._rate = rate
+
+    def committed(self, agent: str, share: Share, owner: str | None, seconds: float) -> None:
+        self._rate.add(len(share.events))
 
 
 class _Rate:
@@ -162,9 +181,11 @@ class Console:
         self.metrics = Metrics() if settings.metrics else None
         self.messages = _Rate()
         self.events = _Rate()
-        self.hub.listeners.append(lambda _: self.events.add())
         #: The token operators present; None while the console is off.
         self.token = settings.token
+        self._executions_logged = False
+        #: Whether this process logs the console's URL (one of a deployment's does).
+        self._announced = True
         #: Whether the token was made up at start (development mode without one).
         self.generated = False
         #: Where the app is served, for the URL logged at start (``a2a-trio serve`` sets it).
@@ -180,7 +201,7 @@ class Console:
     def attach(self) -> None:
         app = self.app
         app.extensions[_EXTENSION] = self
-        observers: list[Observer] = []
+        observers: list[Observer] = [_EventRate(self.events)]
         if self.on:
             observers.append(self.hub)
         if self.metrics is not None:
@@ -199,12 +220,13 @@ class Console:
         app.request_observer = on_request
         app.push.observer = observer
 
-        async def observe_hosts() -> None:
-            for mount in app.mounts.values():
-                mount.host.observe(observer)
+        self.observer = observer
+        app.on_start.append(self._start)
+
+        async def announce() -> None:  # serving only: a worker has no console to open
             self._announce()
 
-        app.before_serving(observe_hosts)
+        app.before_serving(announce)
         if self.metrics is not None:
             app.add_url_rule(
                 self.settings.metrics_path, "a2a.console.metrics", self._metrics, methods=["GET"]
@@ -222,10 +244,51 @@ class Console:
             ("/api/deliveries", "deliveries", self._deliveries, ["GET"]),
             ("/api/deliveries/<int:outbox_id>/redrive", "redrive", self._redrive, ["POST"]),
             ("/api/counters", "counters", self._counters, ["GET"]),
+            ("/api/members", "members", self._members, ["GET"]),
         ]
         for rule, name, view, methods in routes:
             app.add_url_rule(f"{base}{rule}", f"a2a.console.{name}", view, methods=methods)
         app.add_websocket(f"{base}/feed", "a2a.console.feed", self._feed)
+
+    async def _start(self) -> None:
+        """At start (serving or working): observe every host, join the cluster's view.
+
+        On PostgreSQL a token made up in development mode is the deployment's
+        (kept in the database), so every process takes the same one; its URL
+        is logged by one of the live web processes (the first to start, and
+        after it died, the next one to start).
+        """
+        app = self.app
+        for mount in app.mounts.values():
+            mount.host.observe(self.observer)
+        if app.role == "worker" and not self._executions_logged:
+            self._executions_logged = True  # a line per execution, for the workers' operators
+            self.observer.add(ExecutionLog())
+        cluster = app.cluster
+        if cluster is not None:
+            cluster.stats = self.member_stats
+            if self.on:  # what the other processes record too
+                cluster.watch(ClusterFeed(self.hub, app.store))
+            if self.generated and app.role == "web":
+                self.token, _ = await cluster.coordination.shared_setting(
+                    _TOKEN_SETTING, self.token or secrets.token_urlsafe(24)
+                )
+                self._announced = await cluster.coordination.claim_duty("console link")
+
+    def member_stats(self) -> dict[str, float]:
+        """This process's share of the deployment's counters (reported with its heartbeat)."""
+        return {
+            "messagesPerSecond": self.messages.per_second(),
+            "eventsPerSecond": self.events.per_second(),
+            "runningExecutions": sum(m.host.executions_running for m in self.app.mounts.values()),
+            "openStreams": self.app.open_streams,
+            "feedSubscribers": len(self.hub.subscribers),
+        }
+
+    async def render_metrics(self) -> bytes:
+        """The Prometheus exposition text of this process (``/metrics``)."""
+        assert self.metrics is not None
+        return await self.metrics.render(self.app, self.hub)
 
     def url(self, base: str | None = None) -> str:
         """The console page's address with the token (in the fragment, never sent to logs)."""
@@ -238,9 +301,14 @@ class Console:
                 "console off: production mode and no [console] token or scheme set "
                 "(see docs/console.md)"
             )
-        elif self.generated:
-            where = self.url() if self.base_url else self.url("http://<this server>")
-            log.warning("console (development mode, a token made up for this run): %s", where)
+        elif self.generated and self._announced:
+            base = self.base_url or served_address() or "http://<this server>"
+            shared = " (every process of the database takes it)" if self.app.cluster else ""
+            log.warning(
+                "console (development mode, a token made up for this deployment%s): %s",
+                shared,
+                self.url(base),
+            )
 
     # --- access -------------------------------------------------------------------------
 
@@ -276,8 +344,8 @@ class Console:
         wanted = self.settings.metrics_token
         if wanted is not None and not _token_matches(wanted, request.headers.get("Authorization")):
             return _unauthorized()
-        body = await self.metrics.render(self.app, self.hub)
-        return Response(body, content_type="text/plain; version=0.0.4; charset=utf-8")
+        body = await self.render_metrics()
+        return Response(body, content_type=METRICS_CONTENT_TYPE)
 
     # --- the feed ----------------------------------------------------------------------
 
@@ -397,6 +465,7 @@ class Console:
         after = int(request.args.get("after") or 0)
         entries = await store.timeline(agent, task_id, after=after, limit=_MAX_PAGE)
         deliveries = await store.delivery_page(agent, task_id, limit=_MAX_PAGE)
+        hosts = await webhook_hosts(store, deliveries)
         return _json(
             {
                 "agent": agent,
@@ -409,7 +478,7 @@ class Console:
                     for e in entries
                 ],
                 "more": len(entries) == _MAX_PAGE,
-                "deliveries": [_delivery(d) for d in deliveries],
+                "deliveries": [_delivery(d, hosts[d.id]) for d in deliveries],
             }
         )
 
@@ -447,9 +516,10 @@ class Console:
         )
         more = len(rows) > size
         rows = rows[:size]
+        hosts = await webhook_hosts(self.app.store, rows)
         return _json(
             {
-                "deliveries": [_delivery(d) for d in rows],
+                "deliveries": [_delivery(d, hosts[d.id]) for d in rows],
                 "nextBefore": rows[-1].id if more else None,
             }
         )
@@ -467,14 +537,11 @@ class Console:
             return _unauthorized()
         outbox = await self.app.store.outbox_summary()
         oldest = outbox.oldest_pending
+        # The whole deployment's, with each member's share ("members").
+        counters = await deployment_counters(self.app, self.member_stats())
         return _json(
             {
-                "messagesPerSecond": self.messages.per_second(),
-                "eventsPerSecond": self.events.per_second(),
-                "runningExecutions": sum(
-                    m.host.executions_running for m in self.app.mounts.values()
-                ),
-                "openStreams": self.app.open_streams,
+                **counters,
                 "outboxBacklog": outbox.pending,
                 "oldestPendingSeconds": max(0.0, time.time() - oldest.timestamp())
                 if oldest
@@ -484,6 +551,11 @@ class Console:
                 "feedSeq": self.hub.seq,
             }
         )
+
+    async def _members(self) -> Response:
+        if not await self._operator():
+            return _unauthorized()
+        return _json({"members": await members(self.app, self.member_stats())})
 
 
 def attach_console(
@@ -540,9 +612,11 @@ def _size(value: str | None, default: int) -> int:
     return size
 
 
-def _delivery(delivery: Delivery) -> dict[str, Any]:
-    # The config is named, never shown: its URL, token and credentials stay in the store.
+def _delivery(delivery: Delivery, host: str | None) -> dict[str, Any]:
+    # The config is named and its webhook's host shown, never its URL's path or
+    # query, its token or credentials: they stay in the store.
     return {
+        "webhookHost": host,
         "id": delivery.id,
         "notificationId": delivery.notification_id,
         "agent": delivery.agent,

@@ -25,7 +25,7 @@ import trio
 
 from ..store.coordination import CANCELS, DONE, EVENTS, LEASES, QUEUE, Claim, Coordination, Signal
 
-__all__ = ["Cluster", "ClusterMember", "new_token"]
+__all__ = ["Cluster", "ClusterMember", "ClusterWatcher", "new_token"]
 
 log = logging.getLogger("a2a_trio.cluster")
 
@@ -62,6 +62,25 @@ class ClusterMember(Protocol):
         """End (or finish) a task whose holder died, if this member can take its lease."""
 
 
+class ClusterWatcher(Protocol):
+    """Told of every task any member moved, whatever its agent (the console's feed).
+
+    :meth:`run` lives in the cluster's nursery, as long as the membership.
+    """
+
+    def task_moved(self, agent: str, task_id: str, seq: int, base: int | None) -> None:
+        """A member recorded events of the task after ``base`` (None: not said), up to ``seq``.
+
+        Called for this process's own rounds too. Must not block.
+        """
+
+    def wake_ups_missed(self) -> None:
+        """The wake-up connection was down: tasks may have moved unannounced."""
+
+    async def run(self) -> None:
+        """Whatever the watcher does in the background (until cancelled)."""
+
+
 class Cluster:
     """This process's membership: heartbeat, wake-ups, batched releases, adoption."""
 
@@ -70,18 +89,30 @@ class Cluster:
         self.member = coordination.member
         self.lease_seconds = coordination.lease_seconds
         self._members: dict[str, ClusterMember] = {}
+        self._watchers: list[ClusterWatcher] = []
         self._lease_waiters: dict[tuple[str, str], trio.Event] = {}
         self._to_release: list[str] = []
         self._release_wanted = trio.Event()
         self._released = trio.Event()
         #: Whether the wake-up connection is listening (readiness).
         self.listening = False
+        #: What this member reports of itself with each heartbeat (the console's
+        #: members view): ``web`` or ``worker``, its agents, and its counters.
+        self.role = "web"
+        self.agents: list[str] = []
+        self.stats: Callable[[], dict[str, float]] = dict
         self._stopping = False
-        self._scope: trio.CancelScope | None = None
+        self._nursery: trio.Nursery | None = None
 
     def add(self, member: ClusterMember) -> None:
         """Serve ``member``'s agent: its wake-ups, cancels and orphans come to it."""
         self._members[member.name] = member
+
+    def watch(self, watcher: ClusterWatcher) -> None:
+        """Tell ``watcher`` of every task moved from now on, and run it with the membership."""
+        self._watchers.append(watcher)
+        if self._nursery is not None:
+            self._nursery.start_soon(watcher.run)
 
     # --- lifetime -------------------------------------------------------------------
 
@@ -92,15 +123,19 @@ class Cluster:
         start-up is missed.
         """
         await self.coordination.join()
+        await self._report()
         try:
             async with trio.open_nursery() as nursery:
-                self._scope = nursery.cancel_scope
+                self._nursery = nursery
                 await nursery.start(self._listen)
                 nursery.start_soon(self._heartbeats)
                 nursery.start_soon(self._adoptions)
                 nursery.start_soon(self._releases)
+                for watcher in self._watchers:
+                    nursery.start_soon(watcher.run)
                 task_status.started()
         finally:
+            self._nursery = None
             with trio.CancelScope(shield=True), trio.move_on_after(self.lease_seconds):
                 await self._flush_releases()
                 try:
@@ -111,8 +146,8 @@ class Cluster:
     def stop(self) -> None:
         """Leave: what is still to release is released, then the membership ends."""
         self._stopping = True
-        if self._scope is not None:
-            self._scope.cancel()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
 
     # --- leases -----------------------------------------------------------------------
 
@@ -187,6 +222,10 @@ class Cluster:
         if not fields:
             self._wake_everyone()
             return
+        if signal.channel == EVENTS and len(fields) >= 3 and isinstance(fields[2], int):
+            base = fields[3] if len(fields) > 3 and isinstance(fields[3], int) else None
+            for watcher in self._watchers:
+                watcher.task_moved(str(fields[0]), str(fields[1]), fields[2], base)
         member = self._members.get(str(fields[0]))
         if signal.channel == LEASES and len(fields) == 2:
             event = self._lease_waiters.pop((str(fields[0]), str(fields[1])), None)
@@ -194,7 +233,7 @@ class Cluster:
                 event.set()
         elif member is None:
             return
-        elif signal.channel == EVENTS and len(fields) == 3 and isinstance(fields[2], int):
+        elif signal.channel == EVENTS and len(fields) >= 3 and isinstance(fields[2], int):
             member.task_moved(str(fields[1]), fields[2])
         elif signal.channel == CANCELS and len(fields) == 4 and fields[2] == self.member:
             member.cancel_here(str(fields[1]), str(fields[3]))
@@ -210,6 +249,8 @@ class Cluster:
         for member in self._members.values():
             member.catch_up_all()
             member.work_arrived()
+        for watcher in self._watchers:
+            watcher.wake_ups_missed()
 
     # --- heartbeat and adoption -----------------------------------------------------------
 
@@ -224,6 +265,7 @@ class Cluster:
             except Exception as error:
                 log.warning("cluster heartbeat failed: %s", error)
                 continue
+            await self._report()
             if not alive:
                 log.error(
                     "member %s had no heartbeat for %ss and was found dead: what it ran is"
@@ -233,6 +275,14 @@ class Cluster:
                 )
                 for member in self._members.values():
                     member.leases_lost()
+
+    async def _report(self) -> None:
+        try:
+            await self.coordination.report(self.role, self.agents, self.stats())
+        except NotImplementedError:
+            pass
+        except Exception as error:  # only the console's view is late
+            log.debug("could not report this member's counters: %s", error)
 
     async def _adoptions(self) -> None:
         while True:

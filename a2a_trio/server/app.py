@@ -6,7 +6,7 @@ import gc
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,6 +43,7 @@ from .cards import (
     import_object,
     resolve_card,
 )
+from .failed_start import refuse_start
 from .grpc_binding import is_grpc, serve_grpc
 from .health import HEALTH_PATH, liveness, readiness
 from .mount import AgentMount, Authenticate
@@ -50,7 +51,7 @@ from .mount import AgentMount, Authenticate
 __all__ = ["A2AApp", "LazyApp", "RequestObserver"]
 
 #: Told of every protocol request once answered (before a stream is relayed):
-#: agent, binding (``jsonrpc`` or ``rest``), operation, outcome (``ok``, an
+#: agent, binding (``jsonrpc``, ``rest`` or ``grpc``), operation, outcome (``ok``, an
 #: error's reason, or ``client_gone``) and the seconds it took.
 RequestObserver = Callable[[str, str, str, str, float], None]
 
@@ -149,6 +150,7 @@ class A2AApp(QuartTrio):
         #: This process's membership when several serve the database (PostgreSQL).
         self.cluster: Cluster | None = None
         self._cluster_stopped = trio.Event()
+        self._agents_served: list[str] = []
         #: Set by begin_shutdown: a queue worker (see work) stops.
         self._stop_working = trio.Event()
         #: The WAL checkpointer's scope and end, once it runs.
@@ -156,6 +158,11 @@ class A2AApp(QuartTrio):
         #: The nursery of the hosts, the push worker and the WAL checkpointer,
         #: while the lifespan runs.
         self._services: trio.Nursery | None = None
+        #: Called once the store is open (and the cluster joined), before the
+        #: hosts start, when serving and when working (the console hooks on here).
+        self.on_start: list[Callable[[], Awaitable[None]]] = []
+        #: What this process is to the others on the database: ``web`` or ``worker``.
+        self.role = "web"
         #: Told of every protocol request (the metrics); see :data:`RequestObserver`.
         self.request_observer: RequestObserver | None = None
         #: Event streams (SSE) being relayed now.
@@ -378,7 +385,14 @@ class A2AApp(QuartTrio):
             return
         if scope["type"] == "http":
             if is_grpc(scope):
-                await serve_grpc(scope, receive, send, self._grpc_mount, self.a2a_settings)
+                await serve_grpc(
+                    scope,
+                    receive,
+                    send,
+                    self._grpc_mount,
+                    self.a2a_settings,
+                    self.request_observer,
+                )
                 return
             route = self._protocol_route(scope["path"])
             if route is not None:
@@ -501,15 +515,23 @@ class A2AApp(QuartTrio):
         self._add_root_route()
         # Serving holds the database: a second server on it is refused here, as
         # are a bad path and a newer schema.
-        await self.store.open(exclusive=True)
+        try:
+            await self.store.open(exclusive=True)
+        except Exception as error:
+            refuse_start(error)  # under hypercorn's CLI: one line, a non-zero exit
+            raise
         services = self._services
         assert services is not None, "the hosts start with the app's ASGI lifespan"
         coordination = self.store.coordination
         if coordination is not None:  # several processes may serve this database
             self.cluster, self._cluster_stopped = Cluster(coordination), trio.Event()
+            self.cluster.role = self.role
+            self.cluster.agents = list(self._agents_served or self.mounts)
             for mount in self.mounts.values():
                 mount.host.attach(self.cluster)
             await services.start(self._run_cluster, self.cluster)
+        for hook in self.on_start:
+            await hook()
         await services.start(self._run_checkpoints)
         await services.start(self._run_push)
         for mount in self.mounts.values():
@@ -571,6 +593,7 @@ class A2AApp(QuartTrio):
         if not names:
             raise ValueError("no agent is mounted with execution = 'queued': nothing to work on")
         self._stop_working = trio.Event()
+        self.role, self._agents_served = "worker", names
         try:
             await self.store.open(exclusive=True)
             if self.store.coordination is None:

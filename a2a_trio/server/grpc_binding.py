@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -78,10 +79,16 @@ class _Reply:
     def __init__(self, send: Send) -> None:
         self._send = send
         self.started = False
+        #: What the metrics count the call under, once known.
+        self.agent = "unknown"
+        self.operation = "unknown"
+        #: When the response began (its headers went out), by time.perf_counter().
+        self.started_at: float | None = None
 
     async def start(self) -> None:
         if not self.started:
             self.started = True
+            self.started_at = time.perf_counter()
             await self._send(
                 {
                     "type": "http.response.start",
@@ -114,12 +121,23 @@ class _Reply:
 
 
 async def serve_grpc(
-    scope: Scope, receive: Receive, send: Send, tenants: Tenants, settings: ServerSettings
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    tenants: Tenants,
+    settings: ServerSettings,
+    observer: Callable[[str, str, str, str, float], None] | None = None,
 ) -> None:
-    """Answer one gRPC call, whatever happens to it."""
+    """Answer one gRPC call, whatever happens to it.
+
+    ``observer`` is told of it as the JSON bindings tell theirs (binding
+    ``grpc``; the time is until the response began: a stream's first message).
+    """
+    began = time.perf_counter()
     request = ProtocolRequest(scope, receive)
     reply = _Reply(send)
     code, text, details = GrpcStatus.OK, "", None
+    outcome = "ok"
     try:
         method = method_at(scope["path"])
         timeout = parse_timeout(request.header("grpc-timeout"))
@@ -128,17 +146,23 @@ async def serve_grpc(
         if deadline.cancelled_caught:
             code, text = GrpcStatus.DEADLINE_EXCEEDED, "Deadline exceeded"
     except ClientGone:
-        return
+        outcome = "client_gone"
     except A2AError as error:
         code, details = error_status(error)
-        text = error.message
+        text, outcome = error.message, error.spec.reason
     except GrpcError as error:
-        code, text = error.status, error.message
+        code, text, outcome = error.status, error.message, error.status.name
     except Exception:
         log.exception("gRPC call failed")
         code, details = error_status(InternalError())
-        text = details.message
-    await reply.finish(code, text, details)
+        text, outcome = details.message, InternalError.spec.reason
+    if outcome == "ok" and code is GrpcStatus.DEADLINE_EXCEEDED:
+        outcome = code.name
+    if observer is not None:
+        ended = reply.started_at if reply.started_at is not None else time.perf_counter()
+        observer(reply.agent, "grpc", reply.operation, outcome, ended - began)
+    if outcome != "client_gone":
+        await reply.finish(code, text, details)
 
 
 async def _call(
@@ -149,6 +173,7 @@ async def _call(
     settings: ServerSettings,
     reply: _Reply,
 ) -> None:
+    reply.operation = method.operation.value
     body = await request.body(settings.max_body_bytes, settings.body_timeout)
     messages = read_frames(body)
     if len(messages) != 1:
@@ -161,6 +186,7 @@ async def _call(
     mount = tenants(tenant)
     if mount is None:
         raise GrpcError(GrpcStatus.NOT_FOUND, f"No agent serves the tenant {tenant!r}")
+    reply.agent = mount.name
     version = request.header("a2a-version")
     if version is not None and version.strip():
         negotiate_version(version, supported=_GRPC_VERSIONS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .base import Store
 from .checkpoints import checkpoint_periodically
 from .lock import DatabaseInUseError
+from .outage import StoreUnreachable
 from .records import (
     Attempt,
     Delivery,
@@ -44,6 +45,7 @@ __all__ = [
     "SqliteStore",
     "StaleTask",
     "Store",
+    "StoreUnreachable",
     "StoredTask",
     "TaskPage",
     "checkpoint_periodically",

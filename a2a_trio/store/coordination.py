@@ -33,6 +33,8 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
+from .fleet import FleetView
+
 __all__ = [
     "CANCELS",
     "CHANNELS",
@@ -50,7 +52,7 @@ __all__ = [
     "signal_payload",
 ]
 
-#: A round was recorded: [agent, task, last sequence].
+#: A round was recorded: [agent, task, last sequence, sequence before the round].
 EVENTS = "a2a_events"
 #: Leases were let go: [agent, task].
 LEASES = "a2a_leases"
@@ -231,6 +233,22 @@ class Coordination(ABC):
     @abstractmethod
     async def queued_outcome(self, execution_id: int) -> QueuedOutcome:
         """Whether the execution is done, and its answer or error."""
+
+    async def report(self, role: str, agents: list[str], stats: dict[str, float]) -> None:
+        """Tell the others what this member is (``web`` or ``worker``), serves and counts."""
+        raise NotImplementedError
+
+    async def fleet(self) -> FleetView:
+        """The live members with what each holds and reported, and the queued work."""
+        raise NotImplementedError
+
+    async def shared_setting(self, key: str, proposed: str) -> tuple[str, bool]:
+        """The deployment's value of ``key``: ``proposed`` if it had none (then True)."""
+        raise NotImplementedError
+
+    async def claim_duty(self, duty: str) -> bool:
+        """Whether this member does ``duty``: the first live member to ask, until it dies."""
+        raise NotImplementedError
 
     @abstractmethod
     def wake_ups(self) -> AbstractAsyncContextManager[WakeUps]:

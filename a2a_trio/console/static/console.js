@@ -136,7 +136,8 @@
     return el("div", { class: "delivery", "data-delivery": delivery.id, "data-testid": "delivery" },
       el("span", { class: "state " + delivery.state, "data-testid": "delivery-state" }, delivery.state === "failed" ? "dead letter" : delivery.state),
       ` #${delivery.id} task `, el("code", {}, delivery.task.slice(0, 13)), ` event ${delivery.eventSeq} config `,
-      el("code", {}, delivery.config), ` ${delivery.attemptsMade} attempt(s) `,
+      el("code", {}, delivery.config), delivery.webhookHost ? " to " : null,
+      delivery.webhookHost ? el("code", { "data-testid": "webhook-host" }, delivery.webhookHost) : null, ` ${delivery.attemptsMade} attempt(s) `,
       delivery.lastError ? el("span", { class: "muted" }, delivery.lastError) : null, " ", redrive, attempts);
   }
 
@@ -193,7 +194,22 @@
     if (selected) await showTask(selected.agent, selected.id);
   }
 
-  // --- counters ------------------------------------------------------------------------
+  // --- counters and members: the whole deployment ---------------------------------------
+  async function loadMembers() {
+    const [{ members }, c] = await Promise.all([api("/members"), api("/counters")]);
+    const shares = new Map((c.members || []).map((share) => [share.id, share]));
+    $("members-count").textContent = members.length + (members.length === 1 ? " process" : " processes");
+    $("members").replaceChildren(...members.map((m) => {
+      const share = shares.get(m.id) || {};
+      return el("tr", { "data-testid": "member", "data-role": m.role },
+        el("td", {}, m.role + (m.me ? " (this one)" : "")), el("td", {}, m.host), el("td", {}, m.pid),
+        el("td", {}, m.agents.join(", ")), el("td", { class: "muted" }, m.startedAt.slice(0, 19).replace("T", " ")),
+        el("td", {}, m.heartbeatAgeSeconds.toFixed(1) + " s"), el("td", {}, m.runningExecutions),
+        el("td", {}, m.leases), el("td", {}, (share.messagesPerSecond || 0).toFixed(1)),
+        el("td", {}, (share.eventsPerSecond || 0).toFixed(1)));
+    }));
+  }
+
   async function loadCounters() {
     const c = await api("/counters");
     $("c-messages").textContent = c.messagesPerSecond.toFixed(1);
@@ -260,10 +276,11 @@
       return;
     }
     sessionStorage.setItem("a2a-console-token", token);
-    await Promise.all([loadTasks(false), loadDeliveries(), loadCounters()]);
+    await Promise.all([loadTasks(false), loadDeliveries(), loadCounters(), loadMembers()]);
     connect();
     setInterval(flush, FLUSH_MS);
     setInterval(() => loadCounters().catch(() => {}), 1000);
+    setInterval(() => loadMembers().catch(() => {}), 2000);
   }
 
   $("filter-agent").addEventListener("change", () => loadTasks(false));

@@ -31,8 +31,10 @@ from ..coordination import (
     WakeUps,
 )
 from ..coordination import signal_payload as signal_payload
+from ..fleet import FleetView
 from ..queries import UNFINISHED_STATES
 from .database import Connection, Database
+from .fleet import claim_duty, read_fleet, shared_setting, write_report
 from .listener import Listener
 
 __all__ = ["LIVE", "PostgresCoordination"]
@@ -288,6 +290,18 @@ class PostgresCoordination(Coordination):
             " AND holder = %s",
             (agent, task_id, config_id, self.member),
         )
+
+    async def report(self, role: str, agents: list[str], stats: dict[str, float]) -> None:
+        await write_report(self._db, self.member, role, agents, stats)
+
+    async def fleet(self) -> FleetView:
+        return await read_fleet(self._db)
+
+    async def shared_setting(self, key: str, proposed: str) -> tuple[str, bool]:
+        return await shared_setting(self._db, key, proposed)
+
+    async def claim_duty(self, duty: str) -> bool:
+        return await claim_duty(self._db, duty, self.member)
 
     @asynccontextmanager
     async def wake_ups(self) -> AsyncIterator[WakeUps]:

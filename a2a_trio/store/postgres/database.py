@@ -22,6 +22,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import make_conninfo
 from psycopg.pq import TransactionStatus
 
+from ..outage import ReachabilityLog
 from ..url import PostgresLocation
 from .errors import ConnectionLost, DatabaseUnavailable, StatementTimeout
 
@@ -64,6 +65,8 @@ class Database:
         self._threads = trio.CapacityLimiter(settings.size)
         # Cancelling needs a thread of its own even when every work thread is taken.
         self._interrupts = trio.CapacityLimiter(settings.size)
+        #: Logs the database going away and coming back, once each.
+        self.reachability = ReachabilityLog(location.display)
 
     @classmethod
     @asynccontextmanager
@@ -90,8 +93,15 @@ class Database:
         the transaction rolls back and the cancellation goes on; the connection returns
         to the pool only once it is idle again.
         """
-        async with self._connection() as conn:
-            return await self._in_thread(conn, work)
+        try:
+            async with self._connection() as conn:
+                result = await self._in_thread(conn, work)
+        except (DatabaseUnavailable, ConnectionLost) as error:
+            self.reachability.failed(error)
+            raise
+        if not self.reachability.reachable:
+            self.reachability.succeeded()
+        return result
 
     async def execute(self, query: str, params: Params = ()) -> int:
         """Run one statement in its own transaction; returns the row count."""
@@ -133,7 +143,7 @@ class Database:
             conn = self._idle.pop()
             if _still_alive(conn):
                 return conn
-            log.info("dropping a PostgreSQL connection the server closed (%s)", self.display)
+            log.debug("dropping a PostgreSQL connection the server closed (%s)", self.display)
             _close_quietly(conn)
         return None
 

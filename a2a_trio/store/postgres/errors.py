@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from ..outage import StoreUnreachable
+
 
 class PostgresError(Exception):
     """Base of the driver's own errors; messages never contain a password."""
 
 
-class DatabaseUnavailable(PostgresError):
+class DatabaseUnavailable(PostgresError, StoreUnreachable):
     """No connection could be opened (server down, refused, wrong name, timeout)."""
 
 
-class ConnectionLost(PostgresError):
+class ConnectionLost(PostgresError, StoreUnreachable):
     """The connection broke during a query; the work may or may not have committed
     only if the break came during COMMIT; a later call gets a fresh connection."""
 

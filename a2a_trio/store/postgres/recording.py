@@ -222,8 +222,9 @@ def _send_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> Cur
     configs = _CONFIG_PROTOCOLS if push else "NULL"
     new = share.new
     # Wakes the other processes' readers of the task, once this commits (a
-    # NOTIFY repeated in one transaction is sent once).
-    moved = signal_payload(agent, task_id, events[-1].seq)
+    # NOTIFY repeated in one transaction is sent once). The base lets a feed
+    # that never saw the task read exactly this round back from the log.
+    moved = signal_payload(agent, task_id, events[-1].seq, share.base_seq)
     if new is None:
         return conn.execute(
             "WITH moved AS (UPDATE tasks SET state = %s,"

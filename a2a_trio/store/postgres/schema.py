@@ -218,10 +218,18 @@ _HISTORY_OUT_OF_THE_ROW = (
     r" AND position('\u0000' in snapshot::text) = 0",
 )
 
+# h-fleet: what each member reports of itself with its heartbeat (role, agents,
+# counters), for the console's members view and deployment-wide counters.
+_V3 = (
+    "ALTER TABLE a2a_members ADD COLUMN role text NOT NULL DEFAULT '',"
+    " ADD COLUMN agents text NOT NULL DEFAULT '', ADD COLUMN stats json",
+)
+
 MIGRATIONS: list[tuple[str, ...]] = [
     _V1,
     _V2,
     _HISTORY_OUT_OF_THE_ROW,  # h-speed: history out of the task snapshot
+    _V3,  # h-fleet: members report role, agents and counters
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

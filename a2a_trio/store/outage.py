@@ -1,0 +1,66 @@
+"""A database out of reach: one log line when it goes, one when it is back, not one per retry.
+
+A server whose database goes away (a restart, a failover, a network cut)
+keeps trying from many places at once: requests, the recorder, the push
+worker, the cluster's heartbeat and wake-ups, the queue workers. Each of
+those raises a :class:`StoreUnreachable` and tries again; the store's
+:class:`ReachabilityLog` logs the change of state once, and
+:class:`RetriesFilter` on a log handler drops what the places that retry
+say of each failed attempt (a line, or a traceback, carrying the error).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+__all__ = ["ReachabilityLog", "RetriesFilter", "StoreUnreachable"]
+
+log = logging.getLogger("a2a_trio.store")
+
+
+class StoreUnreachable(Exception):
+    """The database could not be reached (no connection, or it broke): worth a retry."""
+
+
+class ReachabilityLog:
+    """Logs the database's reachability when it changes (see the module docstring)."""
+
+    def __init__(self, display: str) -> None:
+        self._display = display
+        self._down_since: float | None = None
+
+    @property
+    def reachable(self) -> bool:
+        return self._down_since is None
+
+    def failed(self, error: BaseException) -> None:
+        """A connection could not be opened, or broke."""
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            log.error(
+                "database %s unreachable, retrying (one line when it is back): %s",
+                self._display,
+                " ".join(str(error).split()),
+            )
+
+    def succeeded(self) -> None:
+        """A round trip went through."""
+        if self._down_since is not None:
+            down = time.monotonic() - self._down_since
+            self._down_since = None
+            log.warning("database %s reachable again after %.1f s", self._display, down)
+
+
+class RetriesFilter(logging.Filter):
+    """Drops records that carry a :class:`StoreUnreachable` (as exception or argument).
+
+    Each is one attempt of something that will try again; the
+    :class:`ReachabilityLog` has said once that the database is away.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], StoreUnreachable):
+            return False
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(isinstance(arg, StoreUnreachable) for arg in args)
