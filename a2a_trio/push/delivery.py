@@ -3,9 +3,11 @@
 Every task update bound for a webhook is an outbox row, written in the same
 transaction as the event. A *lane* is one webhook config of one task; its rows
 are delivered strictly in order, one at a time, retrying with backoff, while
-other lanes go on concurrently (at most ``concurrency`` attempts in flight).
-The dispatcher is woken when rows are queued and polls for rows whose retry
-is due, so pending rows are picked up after a restart too.
+other lanes go on concurrently (at most ``concurrency`` attempts in flight,
+at most ``per_host`` of them to one host, and none to a host whose circuit
+is open: see :mod:`.hosts`). The dispatcher is woken when rows are queued
+and polls for rows whose retry is due, so pending rows are picked up after a
+restart too.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import trio
 from .._http import CLIENT_LIMITS
 from ..store import Lane, Notification, Store
 from ..store.observer import NO_OBSERVER, Observer
+from ..store.outbox_caps import OutboxCaps
+from .hosts import HostGate
 from .policy import Decision, PushSettings, decide
 from .screening import AddressScreen, ScreenedTarget, WebhookRefused
 
@@ -106,8 +110,17 @@ class PushDispatcher:
             enabled=self.settings.screening, allowed_hosts=self.settings.allowed_hosts
         )
         self._wall_clock = wall_clock
+        store.outbox_caps = OutboxCaps(
+            self.settings.max_pending_per_webhook, self.settings.max_pending_per_task
+        )
         self._poll_interval = poll_interval
         self._limiter = trio.CapacityLimiter(self.settings.concurrency)
+        #: Each host's share of the attempts, and its circuit breaker.
+        self.hosts = HostGate(
+            per_host=self.settings.per_host,
+            threshold=self.settings.breaker_threshold,
+            cooldown=self.settings.breaker_cooldown,
+        )
         self._active: set[Lane] = set()
         self._wakeup = trio.Event()
         self._clients = _Clients()
@@ -239,7 +252,10 @@ class PushDispatcher:
                 headers["Authorization"] = f"{auth.scheme} {auth.credentials}"
             if config.token:
                 headers[TOKEN_HEADER] = config.token
-            async with self._limiter:
+            host = (target.scheme, target.host, target.port)
+            # The host's turn first: attempts waiting for a slow host wait
+            # there, never in the queue every other host's attempts share.
+            async with self.hosts.turn(host), self._limiter:
                 decision, status = await self._post(target, notification.payload, headers, attempt)
         duration_ms = (trio.current_time() - started) * 1000
         next_at = self._wall_clock() + decision.wait if decision.outcome == "retry" else 0.0
@@ -269,18 +285,24 @@ class PushDispatcher:
         self, target: ScreenedTarget, payload: str, headers: dict[str, str], attempt: int
     ) -> tuple[Decision, int | None]:
         client = await self._clients.get(target)
+        host = (target.scheme, target.host, target.port)
         with trio.move_on_after(self.settings.timeout) as deadline:
             try:
                 response = await client.post(
                     target.url, content=payload.encode(), headers=headers, timeout=None
                 )
-            except (httpx.HTTPError, UnicodeError) as error:
-                # UnicodeError: a header an older version let through (non-ASCII
-                # token): this attempt fails, the lane goes on.
+            except UnicodeError as error:
+                # A header an older version let through (non-ASCII token): this
+                # attempt fails, the lane goes on; the host is not to blame.
+                return decide(attempt, self.settings, error=_describe(error)), None
+            except httpx.HTTPError as error:
+                self.hosts.unanswered(host)
                 return decide(attempt, self.settings, error=_describe(error)), None
         if deadline.cancelled_caught:
+            self.hosts.unanswered(host)
             message = f"no answer within {self.settings.timeout:g} s"
             return decide(attempt, self.settings, error=message), None
+        self.hosts.answered(host)
         decision = decide(
             attempt,
             self.settings,

@@ -21,6 +21,7 @@ from typing import Literal
 from ..protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
 from .browse import OutboxSummary, SummaryPage, TimelineEntry
 from .coordination import Coordination
+from .outbox_caps import OutboxCaps
 from .records import Delivery, Lane, LoggedEvent, Notification, Receipt, StoredTask, TaskPage
 from .rounds import Round, ShareOutcome
 
@@ -32,6 +33,10 @@ class Store(ABC):
 
     #: Where the database is, safe to log (no password).
     display: str
+    #: How many notifications may wait in the outbox per webhook and per task;
+    #: :meth:`record` stores the newer ones past a cap as dead letters (set
+    #: by the push dispatcher from its settings).
+    outbox_caps: OutboxCaps = OutboxCaps()
 
     # --- lifetime -----------------------------------------------------------------
 
@@ -77,7 +82,7 @@ class Store(ABC):
         its outcome holds the error. If the transaction itself fails, nothing
         is stored and the error is raised. With ``round.push``, each streamed
         event is queued for every webhook config of its task in the same
-        transaction.
+        transaction, within :attr:`outbox_caps`.
         """
 
     @abstractmethod

@@ -29,6 +29,7 @@ from . import browse, queries
 from .base import Store
 from .browse import OutboxSummary, SummaryPage, TimelineEntry
 from .lock import ServingLock
+from .outbox_caps import cap_parameters, cap_statement
 from .records import (
     STREAMED_KINDS,
     Delivery,
@@ -385,6 +386,8 @@ class SqliteStore(Store):
                     insert.format("="), (event.seq, body, now, now, *key, LEGACY_VERSION)
                 )
                 queued += int(cursor.rowcount)
+        if queued:
+            conn.execute(cap_statement("?", "?"), cap_parameters(self.outbox_caps, *key, now=now))
         return queued
 
     @asynccontextmanager

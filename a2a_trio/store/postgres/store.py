@@ -19,6 +19,7 @@ from ...protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
 from .. import browse, queries
 from ..base import Store
 from ..browse import OutboxSummary, SummaryPage, TimelineEntry
+from ..outbox_caps import cap_parameters, cap_statement
 from ..records import (
     STREAMED_KINDS,
     Delivery,
@@ -46,6 +47,8 @@ from .schema import SCHEMA_VERSION, migrate, schema_version
 from .times import page_time, utc
 
 __all__ = ["PostgresStore"]
+
+_CAP_OUTBOX = cap_statement("%s", "now()")
 
 T = TypeVar("T")
 
@@ -136,9 +139,19 @@ class PostgresStore(Store):
         if not round.shares:
             return []
         try:
-            return await self._run(partial(write_round, round=round, box=self._secrets))
+            return await self._run(partial(self._write_round, round=round, box=self._secrets))
         except RefusedShare as refused:  # rolled back: nothing of the round is stored
             return [ShareOutcome(error=refused.error)]
+
+    def _write_round(self, conn: Connection, round: Round, box: SecretBox) -> list[ShareOutcome]:
+        """:func:`write_round`, then the outbox caps of the tasks it queued for."""
+        outcomes = write_round(conn, round, box)
+        for share, outcome in zip(round.shares, outcomes, strict=True):
+            if outcome.queued:
+                conn.execute(
+                    _CAP_OUTBOX, cap_parameters(self.outbox_caps, share.agent, share.task_id)
+                )
+        return outcomes
 
     async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
         if _unstorable(agent, task_id):
