@@ -22,6 +22,7 @@ import httpx
 import trio
 
 from .._http import CLIENT_LIMITS
+from ..protocol import StorageFullError
 from ..store import Lane, Notification, Store
 from ..store.observer import NO_OBSERVER, Observer
 from ..store.outbox_caps import OutboxCaps
@@ -163,6 +164,8 @@ class PushDispatcher:
     async def _run_lane(self, lane: Lane) -> None:
         try:
             await self._drain_claimed(lane)
+        except StorageFullError:
+            pass  # logged once, by the store; the rows stay pending for the next pass
         except Exception:
             # One lane's surprise must not stop every other delivery (or the app):
             # its rows stay pending and the next pass retries them.

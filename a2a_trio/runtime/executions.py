@@ -22,6 +22,7 @@ from ..protocol import (
     InternalError,
     InvalidAgentResponseError,
     Message,
+    StorageFullError,
     Task,
     TaskNotCancelableError,
     TaskState,
@@ -44,6 +45,8 @@ log = logging.getLogger("a2a_trio.runtime")
 
 #: The status message of a task ended by a host failure (its events could not be stored).
 STORE_FAILED = "The server failed while running this task."
+#: The status message of a task its client canceled.
+CANCELED_BY_CLIENT = "Canceled by the client."
 #: The status message of a task whose process stopped while running it.
 ABANDONED = "The server stopped while this task was running; it did not finish."
 
@@ -226,6 +229,9 @@ class Executions:
         self.cluster: Cluster | None = None
         #: Told when an execution starts and ends (the console, the metrics).
         self.observer: Observer = NO_OBSERVER
+        #: Tasks whose ending could not be stored yet (the store failed, its
+        #: disk was full): the state and reason each ends with once it can be.
+        self._endings: dict[str, tuple[TaskState, str]] = {}
 
     def start(self, live: LiveTask, execution: Execution) -> None:
         """Run ``execute`` in the host nursery; the execution holds its task until done.
@@ -256,17 +262,23 @@ class Executions:
                 began = True
                 self.observer.execution_started(self.name, live.task_id, owner)
                 await self._execute(live, execution)
-        except Exception:
-            log.exception("host failure while running task %s", live.task_id)
-            try:
-                # Creates the task first if need be: the client then gets it, FAILED.
-                await self._recorder.end_if_open(live, TaskState.FAILED, STORE_FAILED)
-            except Exception:  # the store itself is failing: end the task once it is back
-                log.exception("could not record the failure of task %s", live.task_id)
-                # The lease is kept until then: no other process takes the task over.
-                self._spawn_anyway(self._end_when_possible, live.task_id, lease)
-                lease = None
-            if not execution.first.is_set():
+        except Exception as failure:
+            full = failure if isinstance(failure, StorageFullError) else None
+            if full is None:  # a full disk is logged once, by the store
+                log.exception("host failure while running task %s", live.task_id)
+            if began:
+                # The task moved under this execution: it ends (created first if
+                # need be: the client then gets it), CANCELED if asked.
+                ending = _ending(execution)
+                if not await self._try_ending(live, ending):
+                    # The lease is kept until then: no other process takes the task over.
+                    self._end_later(live.task_id, ending, lease)
+                    lease = None
+            # Else nothing of this message was stored (a continuation's message
+            # among it): the task stays as it was, a paused one paused.
+            if full is not None:
+                execution.error = full  # retryable: the client tries again
+            elif not execution.first.is_set():
                 execution.error = InternalError()
         finally:
             if lease is not None and self.cluster is not None:
@@ -301,63 +313,95 @@ class Executions:
         if claim.took_over:
             await self._end_stored(live.task_id, ABANDONED, live=live)
 
+    async def _try_ending(self, live: LiveTask, ending: Ending) -> bool:
+        """End the task now (creating it first, if need be); whether that was stored."""
+        try:
+            await self._recorder.end_if_open(live, *ending)
+        except Exception as error:
+            if not isinstance(error, StorageFullError):
+                log.exception("could not record the ending of task %s", live.task_id)
+            return False
+        return True
+
+    def _end_later(self, task_id: str, ending: Ending, lease: str | None = None) -> None:
+        """End the task once the store takes it (a later cancel makes that CANCELED)."""
+        if task_id in self._endings:
+            if ending[0] is TaskState.CANCELED:
+                self._endings[task_id] = ending
+            if lease is not None and self.cluster is not None:
+                self.cluster.release(lease)
+            return
+        self._endings[task_id] = ending
+        self._spawn_anyway(self._end_when_possible, task_id, lease)
+
     async def _end_when_possible(self, task_id: str, lease: str | None = None) -> None:
-        """End FAILED a task whose failure could not be stored, once the store is back.
+        """End a task whose ending could not be stored, once the store is back.
 
         Tries again with a growing pause until it is stored, or until the
-        host shuts down (one last try then): a database restart must not
-        leave the task WORKING with nothing running it. What is still open
-        then, the next start's recovery ends.
+        host shuts down (one last try then): a database restart or a full
+        disk must not leave the task WORKING with nothing running it. What is
+        still open then, the next start's recovery ends. It ends as
+        :attr:`_endings` says at each try: FAILED, or CANCELED once asked.
         """
         pause = 0.25
-        while True:
-            stopping = self._stopping.is_set()
-            with trio.move_on_after(pause):
-                await self._stopping.wait()
-            try:
-                await self._end_stored(task_id)
-            except Exception as error:
-                log.warning(
-                    "agent %s: task %s still cannot be ended: %s", self.name, task_id, error
-                )
-            else:
-                break
-            if stopping:
-                break
-            pause = min(pause * 2, 10.0)
-        if lease is not None and self.cluster is not None:
-            self.cluster.release(lease)
+        try:
+            while True:
+                stopping = self._stopping.is_set()
+                with trio.move_on_after(pause):
+                    await self._stopping.wait()
+                try:
+                    state, reason = self._endings[task_id]
+                    await self._end_stored(task_id, reason, state=state)
+                except Exception as error:
+                    if not isinstance(error, StorageFullError):  # that one is logged once
+                        log.warning(
+                            "agent %s: task %s still cannot be ended: %s", self.name, task_id, error
+                        )
+                else:
+                    break
+                if stopping:
+                    break
+                pause = min(pause * 2, 10.0)
+        finally:
+            del self._endings[task_id]
+            if lease is not None and self.cluster is not None:
+                self.cluster.release(lease)
 
     async def _end_stored(
-        self, task_id: str, reason: str = STORE_FAILED, *, live: LiveTask | None = None
+        self,
+        task_id: str,
+        reason: str = STORE_FAILED,
+        *,
+        state: TaskState = TaskState.FAILED,
+        live: LiveTask | None = None,
     ) -> bool:
-        """End FAILED, with ``reason``, the stored task if it is still running; whether it was.
+        """End the stored task (``state``, ``reason``) if it is still open; whether it was.
 
         Without ``live`` (the caller holds its lock) the task is taken and
         locked here, so that no continuation runs on it meanwhile.
         """
         if live is not None:
-            return await self._end_running(live, reason)
+            return await self._end_running(live, state, reason)
         stored = await self.store.get_task(self.name, task_id, owner=None)
         if stored is None or stored.state.is_final:
             return False
         live = self._live.acquire(task_id, stored)
         try:
             async with live.lock:
-                return await self._end_running(live, reason)
+                return await self._end_running(live, state, reason)
         finally:
             self._live.release(live)
 
-    async def _end_running(self, live: LiveTask, reason: str) -> bool:
+    async def _end_running(self, live: LiveTask, state: TaskState, reason: str) -> bool:
         stored = await self.store.get_task(self.name, live.task_id, owner=None)
         if stored is None or stored.state.is_final:
             return False
         if reason == ABANDONED and stored.state.is_interrupted:
             return False  # paused as its execution left it: a message may continue it
         live.feed.reset(stored.task, stored.last_seq)
-        await self._recorder.end(live, TaskState.FAILED, reason)
+        await self._recorder.end(live, state, reason)
         await self._recorder.publish(live)
-        log.warning("agent %s: task %s ended FAILED: %s", self.name, live.task_id, reason)
+        log.warning("agent %s: task %s ended %s: %s", self.name, live.task_id, state.value, reason)
         return True
 
     async def _resume(self, live: LiveTask, execution: Execution) -> bool:
@@ -408,9 +452,7 @@ class Executions:
             )
         elif execution.cancel_scope.cancelled_caught:
             if execution.cancel_requested:
-                await self._recorder.end_if_open(
-                    live, TaskState.CANCELED, "Canceled by the client."
-                )
+                await self._recorder.end_if_open(live, TaskState.CANCELED, CANCELED_BY_CLIENT)
             else:
                 await self._recorder.end_if_open(
                     live, TaskState.FAILED, "The server shut down before the task finished."
@@ -452,7 +494,9 @@ class Executions:
                 except Exception:
                     log.exception("cancel of agent %s raised on task %s", self.name, live.task_id)
             await queue.end()
-            if canceller.recording_error is not None:
+            if canceller.recording_error is not None and not isinstance(
+                canceller.recording_error, StorageFullError
+            ):
                 log.error(
                     "agent %s: the cancel events for task %s were not stored (%s);"
                     " ending it CANCELED",
@@ -460,7 +504,7 @@ class Executions:
                     live.task_id,
                     canceller.recording_error,
                 )
-            await self._recorder.end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
+            await self._recorder.end_if_open(live, TaskState.CANCELED, CANCELED_BY_CLIENT)
             await self._recorder.publish(live)
             canceller.settle_first()
             if running is not None:
@@ -468,6 +512,16 @@ class Executions:
                 # nobody will see, so it stops at once (its finally blocks and
                 # shielded clean-up still run). The grace was the cancel hook's.
                 running.cancel_scope.cancel()
+        except StorageFullError as full:
+            # The cancel stands though its ending cannot be stored yet: the
+            # execution stops now, and the task ends CANCELED once it can be.
+            # The client hears why its answer waits (retryable).
+            if running is not None:
+                running.cancel_scope.cancel()
+            else:
+                self._end_later(live.task_id, (TaskState.CANCELED, CANCELED_BY_CLIENT))
+            if not canceller.first.is_set():
+                canceller.error = full
         except Exception:  # the store is failing: the client hears of it, the host goes on
             log.exception("agent %s could not cancel task %s", self.name, live.task_id)
             if running is not None:
@@ -479,6 +533,17 @@ class Executions:
             if canceller.lease_token is not None and self.cluster is not None:
                 self.cluster.release(canceller.lease_token)
             self._live.release(live)
+
+
+#: How a task ends: its state and the reason its status message gives.
+Ending = tuple[TaskState, str]
+
+
+def _ending(execution: Execution) -> Ending:
+    """How a task ends when its execution failed: CANCELED if its client asked, else FAILED."""
+    if execution.cancel_requested:
+        return TaskState.CANCELED, CANCELED_BY_CLIENT
+    return TaskState.FAILED, STORE_FAILED
 
 
 def not_cancelable(task_id: str, state: TaskState) -> TaskNotCancelableError:

@@ -24,6 +24,7 @@ from ..protocol import (
     Message,
     Part,
     Role,
+    StorageFullError,
     StreamResponse,
     Task,
     TaskArtifactUpdateEvent,
@@ -161,7 +162,8 @@ class Recorder:
                 stored = await self.store.record(Round(written, push=self.push_notifications))
                 took = time.perf_counter() - began
             except Exception as error:  # the transaction failed: nothing of this round is stored
-                log.exception("agent %s could not commit recorded events", self.name)
+                if not isinstance(error, StorageFullError):  # that one the store logs once
+                    log.exception("agent %s could not commit recorded events", self.name)
                 failed = ShareOutcome(error=error)
                 stored = [failed] * len(written)
             outcomes = {id(share): outcome for share, outcome in zip(written, stored, strict=True)}
@@ -173,7 +175,8 @@ class Recorder:
                     self.observer.committed(self.name, share, owner, took)
                 self._committed(live, outcome.queued, settling)
                 continue
-            log.error(
+            log.log(
+                logging.DEBUG if isinstance(outcome.error, StorageFullError) else logging.ERROR,
                 "agent %s could not record events of task %s: %s",
                 self.name,
                 live.task_id,

@@ -24,6 +24,7 @@ from .coordination import Coordination
 from .outbox_caps import OutboxCaps
 from .records import Delivery, Lane, LoggedEvent, Notification, Receipt, StoredTask, TaskPage
 from .rounds import Round, ShareOutcome
+from .space import StorageCondition
 
 __all__ = ["Store"]
 
@@ -37,6 +38,9 @@ class Store(ABC):
     #: :meth:`record` stores the newer ones past a cap as dead letters (set
     #: by the push dispatcher from its settings).
     outbox_caps: OutboxCaps = OutboxCaps()
+    #: Whether writes fail for lack of space (readiness reports it): a write
+    #: refused so raises :class:`~a2a_trio.protocol.StorageFullError`.
+    space: StorageCondition
 
     # --- lifetime -----------------------------------------------------------------
 

@@ -15,6 +15,8 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+import psycopg
+
 from ...protocol import PROTOCOL_VERSION, TaskPushNotificationConfig, TaskState
 from .. import browse, queries
 from ..base import Store
@@ -38,6 +40,7 @@ from ..records import (
 )
 from ..rounds import Round, ShareOutcome
 from ..secrets import SecretBox
+from ..space import StorageCondition
 from ..url import PostgresLocation
 from .cluster import PostgresCoordination
 from .database import Connection, Database, PoolSettings
@@ -80,6 +83,7 @@ class PostgresStore(Store):
         self._box: SecretBox | None = None
         self._coordination: PostgresCoordination | None = None
         self._resources: AsyncExitStack | None = None
+        self.space = StorageCondition(self.display)
 
     # --- lifetime -----------------------------------------------------------------
 
@@ -116,7 +120,16 @@ class PostgresStore(Store):
     async def _run(self, work: Callable[[Connection], T]) -> T:
         if self._db is None:
             raise RuntimeError(f"the store for {self.display} is not open: await open() first")
-        return await self._db.run(work)
+        try:
+            return await self._db.run(work)
+        except psycopg.errors.DiskFull as error:  # SQLSTATE 53100: nothing was stored
+            raise self.space.refused(error) from error
+
+    async def _write(self, work: Callable[[Connection], T]) -> T:
+        """:meth:`_run` for work that writes: its success says there is space."""
+        result = await self._run(work)
+        self.space.wrote()
+        return result
 
     async def _fetchall(self, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
         return await self._run(lambda conn: conn.execute(query, params).fetchall())
@@ -125,7 +138,7 @@ class PostgresStore(Store):
         return await self._run(lambda conn: conn.execute(query, params).fetchone())
 
     async def _execute(self, query: str, params: Any = ()) -> int:
-        return await self._run(lambda conn: conn.execute(query, params).rowcount)
+        return await self._write(lambda conn: conn.execute(query, params).rowcount)
 
     @property
     def _secrets(self) -> SecretBox:
@@ -139,7 +152,7 @@ class PostgresStore(Store):
         if not round.shares:
             return []
         try:
-            return await self._run(partial(self._write_round, round=round, box=self._secrets))
+            return await self._write(partial(self._write_round, round=round, box=self._secrets))
         except RefusedShare as refused:  # rolled back: nothing of the round is stored
             return [ShareOutcome(error=refused.error)]
 
