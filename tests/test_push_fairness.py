@@ -199,3 +199,25 @@ async def test_a_hanging_host_stops_getting_attempts_once_its_circuit_opens(
         assert hanging.connections == 2
         deliveries = await server.app.store.deliveries()
         assert sum(d.attempts_made for d in deliveries) == 2
+
+
+async def test_direct_delivery_leaves_a_waiting_host_to_the_worker(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    settings = PushSettings(
+        allowed_hosts=LOOPBACK, queue=False, breaker_threshold=1, breaker_cooldown=600.0
+    )
+    async with (
+        hanging_receiver() as hanging,
+        push_server(tmp_path, settings, on_trio_clock=True) as server,
+    ):
+        port = int(hanging.url.split(":")[2].split("/")[0])
+        server.app.push.hosts.unanswered(("http", "127.0.0.1", port))
+        began = trio.current_time()
+        task = await send(server, "echo hello", config=webhook(hanging.url))
+        took = trio.current_time() - began
+        deliveries = await server.app.store.deliveries(task_id=task["id"])
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert took < settings.breaker_cooldown
+    assert hanging.connections == 0
+    assert [d.state for d in deliveries] == ["pending"] * 4

@@ -176,20 +176,24 @@ class PushDispatcher:
     async def flush(self, agent: str, task_id: str) -> None:
         """Direct delivery: deliver the task's pending rows now, in the caller.
 
-        Lanes another delivery is already draining are left to it.
+        Lanes another delivery is already draining are left to it, and so
+        are lanes whose host's circuit is open: the worker delivers them once
+        it closes, rather than the task's stream waiting out the cool-down.
         """
         for lane in await self.store.pending_lanes(agent, task_id):
             if lane in self._active:
                 continue
             self._active.add(lane)
             try:
-                await self._drain_claimed(lane)
+                await self._drain_claimed(lane, in_caller=True)
+            except _HostWaits:
+                pass
             finally:
                 self._active.discard(lane)
 
     # --- one lane ----------------------------------------------------------------------
 
-    async def _drain_claimed(self, lane: Lane) -> None:
+    async def _drain_claimed(self, lane: Lane, *, in_caller: bool = False) -> None:
         """Drain the lane if no other process delivers it (several processes: a lane lease).
 
         A lane another live process delivers is left to it; one whose process
@@ -197,12 +201,12 @@ class PushDispatcher:
         """
         coordination = self.store.coordination
         if coordination is None:
-            await self._drain(lane)
+            await self._drain(lane, in_caller=in_caller)
             return
         if not await coordination.claim_lane(lane.agent, lane.task_id, lane.config_id):
             return
         try:
-            await self._drain(lane)
+            await self._drain(lane, in_caller=in_caller)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 try:
@@ -210,21 +214,25 @@ class PushDispatcher:
                 except Exception as error:  # it goes with this process's membership
                     log.warning("could not release push lane %s: %s", lane.task_id, error)
 
-    async def _drain(self, lane: Lane) -> None:
-        """Deliver the lane's rows one by one, oldest first, until none is pending."""
+    async def _drain(self, lane: Lane, *, in_caller: bool = False) -> None:
+        """Deliver the lane's rows one by one, oldest first, until none is pending.
+
+        ``in_caller`` (direct delivery): raise :class:`_HostWaits` rather than
+        wait for a host whose circuit is open.
+        """
         waited = False
         while (notification := await self.store.next_notification(lane)) is not None:
             due_in = notification.next_attempt_at - self._wall_clock()
             if due_in > 0 and not waited:
                 # A row found waiting (after a restart, say) waits out its due time.
                 await trio.sleep(min(due_in, self.settings.max_wait))
-            decision = await self._attempt(notification)
+            decision = await self._attempt(notification, in_caller=in_caller)
             waited = decision.outcome == "retry"
             if waited:
                 # The wait runs on trio's clock; the stored due time serves a restart.
                 await trio.sleep(decision.wait)
 
-    async def _attempt(self, notification: Notification) -> Decision:
+    async def _attempt(self, notification: Notification, *, in_caller: bool = False) -> Decision:
         lane = notification.lane
         config = await self.store.get_push_config(
             lane.agent, lane.task_id, lane.config_id, owner=None
@@ -256,6 +264,8 @@ class PushDispatcher:
             if config.token:
                 headers[TOKEN_HEADER] = config.token
             host = (target.scheme, target.host, target.port)
+            if in_caller and self.hosts.is_open(host):
+                raise _HostWaits
             # The host's turn first: attempts waiting for a slow host wait
             # there, never in the queue every other host's attempts share.
             async with self.hosts.turn(host), self._limiter:
@@ -313,6 +323,10 @@ class PushDispatcher:
             retry_after=response.headers.get("Retry-After"),
         )
         return decision, response.status_code
+
+
+class _HostWaits(Exception):
+    """A direct delivery met a host whose circuit is open: the worker takes the lane."""
 
 
 def _describe(error: Exception) -> str:

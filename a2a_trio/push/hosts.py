@@ -72,6 +72,11 @@ class HostGate:
             if state.open_until > now
         }
 
+    def is_open(self, host: Host) -> bool:
+        """Whether ``host``'s attempts wait now (its circuit is open)."""
+        state = self._hosts.get(host)
+        return state is not None and state.open_until > self._clock()
+
     @asynccontextmanager
     async def turn(self, host: Host) -> AsyncIterator[None]:
         """Wait until ``host`` may take one more attempt, and hold its slot meanwhile."""
