@@ -209,33 +209,21 @@ async def test_readiness_says_why_while_writes_are_refused(small_disk: Path) -> 
 # --- tasks under way ----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("cancels", [1, 2], ids=["once", "twice"])
 async def test_a_cancel_asked_while_the_disk_is_full_is_answered_and_ends_canceled(
-    small_disk: Path,
+    small_disk: Path, cancels: int
 ) -> None:
+    # Asked again, the cancel is answered again: the first left its execution
+    # stopped and the task's CANCELED ending waiting for space.
     executor = ScriptedExecutor()
     async with full_disk_server(small_disk, executor) as (server, ballast):
         task_id = await start(server, "hold")
         await fill(server, ballast)
         with trio.fail_after(10):
-            answer = await server.jsonrpc("CancelTask", {"id": task_id})
+            answers = [await server.jsonrpc("CancelTask", {"id": task_id}) for _ in range(cancels)]
         ballast.free()
         ended = await ends(server, task_id)
-    assert storage_full(answer), answer
-    assert ended == "TASK_STATE_CANCELED"
-
-
-async def test_a_cancel_asked_again_while_the_disk_is_full_is_answered_again(
-    small_disk: Path,
-) -> None:
-    executor = ScriptedExecutor()
-    async with full_disk_server(small_disk, executor) as (server, ballast):
-        task_id = await start(server, "hold")
-        await fill(server, ballast)
-        first = await server.jsonrpc("CancelTask", {"id": task_id})
-        second = await server.jsonrpc("CancelTask", {"id": task_id})
-        ballast.free()
-        ended = await ends(server, task_id)
-    assert storage_full(first) and storage_full(second), (first, second)
+    assert all(storage_full(answer) for answer in answers), answers
     assert ended == "TASK_STATE_CANCELED"
 
 

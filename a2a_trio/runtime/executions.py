@@ -32,6 +32,7 @@ from ..protocol.tasks import add_to_history
 from ..store import Share, Store, StoredTask
 from ..store.observer import NO_OBSERVER, Observer
 from .cluster import new_token
+from .endings import CANCELED_BY_CLIENT, STORE_FAILED, PendingEndings, ending_of
 from .executor import AgentEvent, AgentExecutor, EventQueue, RequestContext
 from .feed import TaskFeed
 from .settings import HostSettings
@@ -43,10 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("a2a_trio.runtime")
 
-#: The status message of a task ended by a host failure (its events could not be stored).
-STORE_FAILED = "The server failed while running this task."
-#: The status message of a task its client canceled.
-CANCELED_BY_CLIENT = "Canceled by the client."
 #: The status message of a task whose process stopped while running it.
 ABANDONED = "The server stopped while this task was running; it did not finish."
 
@@ -229,9 +226,15 @@ class Executions:
         self.cluster: Cluster | None = None
         #: Told when an execution starts and ends (the console, the metrics).
         self.observer: Observer = NO_OBSERVER
-        #: Tasks whose ending could not be stored yet (the store failed, its
-        #: disk was full): the state and reason each ends with once it can be.
-        self._endings: dict[str, tuple[TaskState, str]] = {}
+        #: Tasks whose ending could not be stored yet (the store failed, its disk was full).
+        self._pending = PendingEndings(
+            name=name,
+            end_now=recorder.end_if_open,
+            end=lambda task_id, ending: self._end_stored(task_id, ending[1], state=ending[0]),
+            release=self._release,
+            spawn_anyway=spawn_anyway,
+            stopping=stopping,
+        )
 
     def start(self, live: LiveTask, execution: Execution) -> None:
         """Run ``execute`` in the host nursery; the execution holds its task until done.
@@ -269,11 +272,9 @@ class Executions:
             if began:
                 # The task moved under this execution: it ends (created first if
                 # need be: the client then gets it), CANCELED if asked.
-                ending = _ending(execution)
-                if not await self._try_ending(live, ending):
-                    # The lease is kept until then: no other process takes the task over.
-                    self._end_later(live.task_id, ending, lease)
-                    lease = None
+                ending = ending_of(cancel_requested=execution.cancel_requested)
+                if not await self._pending.end_now(live, ending, lease):
+                    lease = None  # held until the ending is stored
             # Else nothing of this message was stored (a continuation's message
             # among it): the task stays as it was, a paused one paused.
             if full is not None:
@@ -313,59 +314,9 @@ class Executions:
         if claim.took_over:
             await self._end_stored(live.task_id, ABANDONED, live=live)
 
-    async def _try_ending(self, live: LiveTask, ending: Ending) -> bool:
-        """End the task now (creating it first, if need be); whether that was stored."""
-        try:
-            await self._recorder.end_if_open(live, *ending)
-        except Exception as error:
-            if not isinstance(error, StorageFullError):
-                log.exception("could not record the ending of task %s", live.task_id)
-            return False
-        return True
-
-    def _end_later(self, task_id: str, ending: Ending, lease: str | None = None) -> None:
-        """End the task once the store takes it (a later cancel makes that CANCELED)."""
-        if task_id in self._endings:
-            if ending[0] is TaskState.CANCELED:
-                self._endings[task_id] = ending
-            if lease is not None and self.cluster is not None:
-                self.cluster.release(lease)
-            return
-        self._endings[task_id] = ending
-        self._spawn_anyway(self._end_when_possible, task_id, lease)
-
-    async def _end_when_possible(self, task_id: str, lease: str | None = None) -> None:
-        """End a task whose ending could not be stored, once the store is back.
-
-        Tries again with a growing pause until it is stored, or until the
-        host shuts down (one last try then): a database restart or a full
-        disk must not leave the task WORKING with nothing running it. What is
-        still open then, the next start's recovery ends. It ends as
-        :attr:`_endings` says at each try: FAILED, or CANCELED once asked.
-        """
-        pause = 0.25
-        try:
-            while True:
-                stopping = self._stopping.is_set()
-                with trio.move_on_after(pause):
-                    await self._stopping.wait()
-                try:
-                    state, reason = self._endings[task_id]
-                    await self._end_stored(task_id, reason, state=state)
-                except Exception as error:
-                    if not isinstance(error, StorageFullError):  # that one is logged once
-                        log.warning(
-                            "agent %s: task %s still cannot be ended: %s", self.name, task_id, error
-                        )
-                else:
-                    break
-                if stopping:
-                    break
-                pause = min(pause * 2, 10.0)
-        finally:
-            del self._endings[task_id]
-            if lease is not None and self.cluster is not None:
-                self.cluster.release(lease)
+    def _release(self, lease: str | None) -> None:
+        if lease is not None and self.cluster is not None:
+            self.cluster.release(lease)
 
     async def _end_stored(
         self,
@@ -494,15 +445,14 @@ class Executions:
                 except Exception:
                     log.exception("cancel of agent %s raised on task %s", self.name, live.task_id)
             await queue.end()
-            if canceller.recording_error is not None and not isinstance(
-                canceller.recording_error, StorageFullError
-            ):
+            unstored = canceller.recording_error
+            if unstored is not None and not isinstance(unstored, StorageFullError):
                 log.error(
                     "agent %s: the cancel events for task %s were not stored (%s);"
                     " ending it CANCELED",
                     self.name,
                     live.task_id,
-                    canceller.recording_error,
+                    unstored,
                 )
             await self._recorder.end_if_open(live, TaskState.CANCELED, CANCELED_BY_CLIENT)
             await self._recorder.publish(live)
@@ -519,7 +469,7 @@ class Executions:
             if running is not None:
                 running.cancel_scope.cancel()
             else:
-                self._end_later(live.task_id, (TaskState.CANCELED, CANCELED_BY_CLIENT))
+                self._pending.add(live.task_id, (TaskState.CANCELED, CANCELED_BY_CLIENT))
             if not canceller.first.is_set():
                 canceller.error = full
         except Exception:  # the store is failing: the client hears of it, the host goes on
@@ -533,17 +483,6 @@ class Executions:
             if canceller.lease_token is not None and self.cluster is not None:
                 self.cluster.release(canceller.lease_token)
             self._live.release(live)
-
-
-#: How a task ends: its state and the reason its status message gives.
-Ending = tuple[TaskState, str]
-
-
-def _ending(execution: Execution) -> Ending:
-    """How a task ends when its execution failed: CANCELED if its client asked, else FAILED."""
-    if execution.cancel_requested:
-        return TaskState.CANCELED, CANCELED_BY_CLIENT
-    return TaskState.FAILED, STORE_FAILED
 
 
 def not_cancelable(task_id: str, state: TaskState) -> TaskNotCancelableError:
