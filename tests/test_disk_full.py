@@ -160,14 +160,16 @@ def storage_full(body: dict[str, Any]) -> bool:
 
 
 async def test_a_send_refused_for_lack_of_space_answers_storage_full(small_disk: Path) -> None:
+    message = user_message("echo hello")
     async with full_disk_server(small_disk, ScriptedExecutor()) as (server, ballast):
         await fill(server, ballast)
-        over_jsonrpc = await send(server, "echo hello")
+        over_jsonrpc = await server.jsonrpc("SendMessage", {"message": message})
         over_rest = await server.rest(
             "POST", "/message:send", json={"message": user_message("echo hello")}
         )
         ballast.free()
-        again = await send(server, "echo hello")
+        # The client's retry of the same message (same messageId) goes through.
+        again = await server.jsonrpc("SendMessage", {"message": message})
     assert storage_full(over_jsonrpc), over_jsonrpc
     assert over_rest.status_code == 503, over_rest.text
     assert over_rest.headers["retry-after"] == str(StorageFullError.retry_after)
