@@ -26,7 +26,7 @@ from ..protocol import StorageFullError
 from ..store import Lane, Notification, Store
 from ..store.observer import NO_OBSERVER, Observer
 from ..store.outbox_caps import OutboxCaps
-from .hosts import HostGate
+from .hosts import Host, HostGate
 from .policy import Decision, PushSettings, decide
 from .screening import AddressScreen, ScreenedTarget, WebhookRefused
 
@@ -269,7 +269,9 @@ class PushDispatcher:
             # The host's turn first: attempts waiting for a slow host wait
             # there, never in the queue every other host's attempts share.
             async with self.hosts.turn(host), self._limiter:
-                decision, status = await self._post(target, notification.payload, headers, attempt)
+                decision, status = await self._post(
+                    target, host, notification.payload, headers, attempt
+                )
         duration_ms = (trio.current_time() - started) * 1000
         next_at = self._wall_clock() + decision.wait if decision.outcome == "retry" else 0.0
         await self.store.record_attempt(
@@ -295,10 +297,14 @@ class PushDispatcher:
         return decision
 
     async def _post(
-        self, target: ScreenedTarget, payload: str, headers: dict[str, str], attempt: int
+        self,
+        target: ScreenedTarget,
+        host: Host,
+        payload: str,
+        headers: dict[str, str],
+        attempt: int,
     ) -> tuple[Decision, int | None]:
         client = await self._clients.get(target)
-        host = (target.scheme, target.host, target.port)
         with trio.move_on_after(self.settings.timeout) as deadline:
             try:
                 response = await client.post(

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 
 import trio
 
-__all__ = ["HostGate", "HostState"]
+__all__ = ["Host", "HostGate", "HostState"]
 
 log = logging.getLogger("a2a_trio.push")
 
+#: A webhook host: the scheme, name and port of its URL.
 Host = tuple[str, str, int]
 
 

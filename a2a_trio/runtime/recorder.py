@@ -441,6 +441,8 @@ class Recorder:
             while live.undelivered:
                 live.undelivered = False
                 await self.push.flush(self.name, live.task_id)
+        except StorageFullError:
+            pass  # logged once, by the store; the rows stay pending for the worker
         except Exception:  # the store is failing: the rows stay pending, the host goes on
             log.exception(
                 "agent %s could not deliver the webhooks of task %s", self.name, live.task_id
