@@ -136,6 +136,11 @@ class PushSection(_Section):
     allowed_hosts: list[str] = Field(default_factory=list)
     screening: bool = True
     concurrency: int = Field(default=16, ge=1)
+    per_host: int = Field(default=4, ge=1)
+    breaker_threshold: int = Field(default=5, ge=1)
+    breaker_cooldown: float = Field(default=30.0, ge=0)
+    max_pending_per_webhook: int = Field(default=100, ge=1)
+    max_pending_per_task: int = Field(default=1000, ge=1)
 
 
 class SigningSection(_Section):

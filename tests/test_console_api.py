@@ -102,3 +102,15 @@ async def test_counters_and_agents_answer(tmp_path: Path) -> None:
     assert page.status_code == 200 and "<title>a2a-trio console</title>" in page.text
     assert script.headers["content-type"].startswith("text/javascript")
     assert missing.status_code == 404
+
+
+async def test_counters_show_open_webhook_circuits_and_the_outbox_caps(tmp_path: Path) -> None:
+    async with console_server(tmp_path) as (server, _, _):
+        gate = server.app.push.hosts
+        for _ in range(gate.threshold):
+            gate.unanswered(("https", "hook.example", 443))
+        counters = (await server.client.get("/_a2a/api/counters", headers=OPERATOR)).json()
+    [open_host] = counters["openWebhookHosts"]
+    assert open_host["host"] == "https://hook.example:443"
+    assert 0 < open_host["secondsLeft"] <= gate.cooldown
+    assert counters["outboxCaps"] == {"perWebhook": 100, "perTask": 1000}

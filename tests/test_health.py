@@ -21,7 +21,7 @@ async def test_a_serving_process_is_alive_and_ready(tmp_path: Path, database: st
         ready = await server.client.get("/_a2a/health/ready")
     assert (live.status_code, live.json()) == (200, {"status": "alive"})
     assert ready.status_code == 200
-    checks = {"agents": "ok", "database": "ok"}
+    checks = {"agents": "ok", "database": "ok", "storage": "ok"}
     if is_postgres(database):  # several processes: the wake-up connection too
         checks["listener"] = "ok"
     assert ready.json() == {"status": "ready", "checks": checks}

@@ -547,6 +547,16 @@ class Console:
                 if oldest
                 else 0.0,
                 "deadLetters": outbox.failed,
+                # Webhook hosts whose circuit is open, and the outbox caps that
+                # turn a backlog past them into dead letters (docs/push.md).
+                "openWebhookHosts": [
+                    {"host": host, "secondsLeft": round(left, 1)}
+                    for host, left in sorted(self.app.push.hosts.open_hosts().items())
+                ],
+                "outboxCaps": {
+                    "perWebhook": self.app.store.outbox_caps.per_webhook,
+                    "perTask": self.app.store.outbox_caps.per_task,
+                },
                 "feedSubscribers": len(self.hub.subscribers),
                 "feedSeq": self.hub.seq,
             }

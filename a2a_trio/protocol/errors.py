@@ -31,6 +31,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PushNotificationNotSupportedError",
     "RequestTimeoutError",
+    "StorageFullError",
     "TaskNotCancelableError",
     "TaskNotFoundError",
     "UnauthenticatedError",
@@ -263,6 +264,29 @@ class RequestTimeoutError(A2AError):
     )
 
 
+class StorageFullError(A2AError):
+    """The database has no space left for a write; nothing of it was stored.
+
+    Retryable: the same request succeeds once space is freed. JSON-RPC keeps
+    -32603 (the standard code of a server-side failure) and says which one in
+    the ErrorInfo reason. HTTP answers 503 with ``Retry-After`` rather than
+    507: 507 is WebDAV's, and load balancers, proxies and client retry
+    policies (urllib3's among them) know 503 + Retry-After as "try again later",
+    which is what the client should do. gRPC answers RESOURCE_EXHAUSTED,
+    which its documentation names for a full file system.
+    """
+
+    spec = ErrorSpec(
+        -32603,
+        503,
+        "RESOURCE_EXHAUSTED",
+        "STORAGE_FULL",
+        "The server's storage is full; nothing was stored. Try again later.",
+    )
+    #: Seconds a client should wait before trying again (HTTP ``Retry-After``).
+    retry_after = 10
+
+
 ERROR_TABLE: dict[str, type[A2AError]] = {
     cls.__name__: cls
     for cls in (
@@ -285,6 +309,7 @@ ERROR_TABLE: dict[str, type[A2AError]] = {
         ForbiddenError,
         PayloadTooLargeError,
         RequestTimeoutError,
+        StorageFullError,
     )
 }
 

@@ -3,9 +3,11 @@
 Every task update bound for a webhook is an outbox row, written in the same
 transaction as the event. A *lane* is one webhook config of one task; its rows
 are delivered strictly in order, one at a time, retrying with backoff, while
-other lanes go on concurrently (at most ``concurrency`` attempts in flight).
-The dispatcher is woken when rows are queued and polls for rows whose retry
-is due, so pending rows are picked up after a restart too.
+other lanes go on concurrently (at most ``concurrency`` attempts in flight,
+at most ``per_host`` of them to one host, and none to a host whose circuit
+is open: see :mod:`.hosts`). The dispatcher is woken when rows are queued
+and polls for rows whose retry is due, so pending rows are picked up after a
+restart too.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ import httpx
 import trio
 
 from .._http import CLIENT_LIMITS
+from ..protocol import StorageFullError
 from ..store import Lane, Notification, Store
 from ..store.observer import NO_OBSERVER, Observer
+from ..store.outbox_caps import OutboxCaps
+from .hosts import Host, HostGate
 from .policy import Decision, PushSettings, decide
 from .screening import AddressScreen, ScreenedTarget, WebhookRefused
 
@@ -106,8 +111,17 @@ class PushDispatcher:
             enabled=self.settings.screening, allowed_hosts=self.settings.allowed_hosts
         )
         self._wall_clock = wall_clock
+        store.outbox_caps = OutboxCaps(
+            self.settings.max_pending_per_webhook, self.settings.max_pending_per_task
+        )
         self._poll_interval = poll_interval
         self._limiter = trio.CapacityLimiter(self.settings.concurrency)
+        #: Each host's share of the attempts, and its circuit breaker.
+        self.hosts = HostGate(
+            per_host=self.settings.per_host,
+            threshold=self.settings.breaker_threshold,
+            cooldown=self.settings.breaker_cooldown,
+        )
         self._active: set[Lane] = set()
         self._wakeup = trio.Event()
         self._clients = _Clients()
@@ -150,6 +164,8 @@ class PushDispatcher:
     async def _run_lane(self, lane: Lane) -> None:
         try:
             await self._drain_claimed(lane)
+        except StorageFullError:
+            pass  # logged once, by the store; the rows stay pending for the next pass
         except Exception:
             # One lane's surprise must not stop every other delivery (or the app):
             # its rows stay pending and the next pass retries them.
@@ -160,20 +176,24 @@ class PushDispatcher:
     async def flush(self, agent: str, task_id: str) -> None:
         """Direct delivery: deliver the task's pending rows now, in the caller.
 
-        Lanes another delivery is already draining are left to it.
+        Lanes another delivery is already draining are left to it, and so
+        are lanes whose host's circuit is open: the worker delivers them once
+        it closes, rather than the task's stream waiting out the cool-down.
         """
         for lane in await self.store.pending_lanes(agent, task_id):
             if lane in self._active:
                 continue
             self._active.add(lane)
             try:
-                await self._drain_claimed(lane)
+                await self._drain_claimed(lane, in_caller=True)
+            except _HostWaits:
+                pass
             finally:
                 self._active.discard(lane)
 
     # --- one lane ----------------------------------------------------------------------
 
-    async def _drain_claimed(self, lane: Lane) -> None:
+    async def _drain_claimed(self, lane: Lane, *, in_caller: bool = False) -> None:
         """Drain the lane if no other process delivers it (several processes: a lane lease).
 
         A lane another live process delivers is left to it; one whose process
@@ -181,12 +201,12 @@ class PushDispatcher:
         """
         coordination = self.store.coordination
         if coordination is None:
-            await self._drain(lane)
+            await self._drain(lane, in_caller=in_caller)
             return
         if not await coordination.claim_lane(lane.agent, lane.task_id, lane.config_id):
             return
         try:
-            await self._drain(lane)
+            await self._drain(lane, in_caller=in_caller)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 try:
@@ -194,21 +214,25 @@ class PushDispatcher:
                 except Exception as error:  # it goes with this process's membership
                     log.warning("could not release push lane %s: %s", lane.task_id, error)
 
-    async def _drain(self, lane: Lane) -> None:
-        """Deliver the lane's rows one by one, oldest first, until none is pending."""
+    async def _drain(self, lane: Lane, *, in_caller: bool = False) -> None:
+        """Deliver the lane's rows one by one, oldest first, until none is pending.
+
+        ``in_caller`` (direct delivery): raise :class:`_HostWaits` rather than
+        wait for a host whose circuit is open.
+        """
         waited = False
         while (notification := await self.store.next_notification(lane)) is not None:
             due_in = notification.next_attempt_at - self._wall_clock()
             if due_in > 0 and not waited:
                 # A row found waiting (after a restart, say) waits out its due time.
                 await trio.sleep(min(due_in, self.settings.max_wait))
-            decision = await self._attempt(notification)
+            decision = await self._attempt(notification, in_caller=in_caller)
             waited = decision.outcome == "retry"
             if waited:
                 # The wait runs on trio's clock; the stored due time serves a restart.
                 await trio.sleep(decision.wait)
 
-    async def _attempt(self, notification: Notification) -> Decision:
+    async def _attempt(self, notification: Notification, *, in_caller: bool = False) -> Decision:
         lane = notification.lane
         config = await self.store.get_push_config(
             lane.agent, lane.task_id, lane.config_id, owner=None
@@ -239,8 +263,15 @@ class PushDispatcher:
                 headers["Authorization"] = f"{auth.scheme} {auth.credentials}"
             if config.token:
                 headers[TOKEN_HEADER] = config.token
-            async with self._limiter:
-                decision, status = await self._post(target, notification.payload, headers, attempt)
+            host = (target.scheme, target.host, target.port)
+            if in_caller and self.hosts.is_open(host):
+                raise _HostWaits
+            # The host's turn first: attempts waiting for a slow host wait
+            # there, never in the queue every other host's attempts share.
+            async with self.hosts.turn(host), self._limiter:
+                decision, status = await self._post(
+                    target, host, notification.payload, headers, attempt
+                )
         duration_ms = (trio.current_time() - started) * 1000
         next_at = self._wall_clock() + decision.wait if decision.outcome == "retry" else 0.0
         await self.store.record_attempt(
@@ -266,7 +297,12 @@ class PushDispatcher:
         return decision
 
     async def _post(
-        self, target: ScreenedTarget, payload: str, headers: dict[str, str], attempt: int
+        self,
+        target: ScreenedTarget,
+        host: Host,
+        payload: str,
+        headers: dict[str, str],
+        attempt: int,
     ) -> tuple[Decision, int | None]:
         client = await self._clients.get(target)
         with trio.move_on_after(self.settings.timeout) as deadline:
@@ -274,13 +310,18 @@ class PushDispatcher:
                 response = await client.post(
                     target.url, content=payload.encode(), headers=headers, timeout=None
                 )
-            except (httpx.HTTPError, UnicodeError) as error:
-                # UnicodeError: a header an older version let through (non-ASCII
-                # token): this attempt fails, the lane goes on.
+            except UnicodeError as error:
+                # A header an older version let through (non-ASCII token): this
+                # attempt fails, the lane goes on; the host is not to blame.
+                return decide(attempt, self.settings, error=_describe(error)), None
+            except httpx.HTTPError as error:
+                self.hosts.unanswered(host)
                 return decide(attempt, self.settings, error=_describe(error)), None
         if deadline.cancelled_caught:
+            self.hosts.unanswered(host)
             message = f"no answer within {self.settings.timeout:g} s"
             return decide(attempt, self.settings, error=message), None
+        self.hosts.answered(host)
         decision = decide(
             attempt,
             self.settings,
@@ -288,6 +329,10 @@ class PushDispatcher:
             retry_after=response.headers.get("Retry-After"),
         )
         return decision, response.status_code
+
+
+class _HostWaits(Exception):
+    """A direct delivery met a host whose circuit is open: the worker takes the lane."""
 
 
 def _describe(error: Exception) -> str:

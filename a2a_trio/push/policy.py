@@ -31,6 +31,18 @@ class PushSettings:
     screening: bool = True
     #: Attempts in flight at once across all webhooks.
     concurrency: int = 16
+    #: Attempts in flight at once to one host (scheme, name, port): a host
+    #: that hangs holds this many slots of ``concurrency``, never all of them.
+    per_host: int = 4
+    #: Attempts in a row without an HTTP answer that open a host's circuit ...
+    breaker_threshold: int = 5
+    #: ... for this many seconds, while its deliveries wait (no attempt spent).
+    breaker_cooldown: float = 30.0
+    #: Notifications a webhook config of one task may have pending; the
+    #: queue past it keeps the oldest and records the newer as dead letters.
+    max_pending_per_webhook: int = 100
+    #: Notifications one task may have pending across all its webhook configs.
+    max_pending_per_task: int = 1000
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from ..protocol import (
     InternalError,
     InvalidAgentResponseError,
     Message,
+    StorageFullError,
     Task,
     TaskNotCancelableError,
     TaskState,
@@ -31,6 +32,7 @@ from ..protocol import (
 from ..store import Share, Store, StoredTask
 from ..store.observer import NO_OBSERVER, Observer
 from .cluster import new_token
+from .endings import CANCELED_BY_CLIENT, STORE_FAILED, Ending, PendingEndings, ending_of
 from .executor import AgentEvent, AgentExecutor, EventQueue, RequestContext
 from .feed import TaskFeed
 from .settings import HostSettings
@@ -42,8 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("a2a_trio.runtime")
 
-#: The status message of a task ended by a host failure (its events could not be stored).
-STORE_FAILED = "The server failed while running this task."
 #: The status message of a task whose process stopped while running it.
 ABANDONED = "The server stopped while this task was running; it did not finish."
 
@@ -245,6 +245,15 @@ class Executions:
         self.cluster: Cluster | None = None
         #: Told when an execution starts and ends (the console, the metrics).
         self.observer: Observer = NO_OBSERVER
+        #: Tasks whose ending could not be stored yet (the store failed, its disk was full).
+        self._pending = PendingEndings(
+            name=name,
+            end_now=recorder.end_if_open,
+            end=self._end_pending,
+            release=self._release,
+            spawn_anyway=spawn_anyway,
+            stopping=stopping,
+        )
 
     def start(self, live: LiveTask, execution: Execution) -> None:
         """Run ``execute`` in the host nursery; the execution holds its task until done.
@@ -275,17 +284,21 @@ class Executions:
                 began = True
                 self.observer.execution_started(self.name, live.task_id, owner)
                 await self._execute(live, execution)
-        except Exception:
-            log.exception("host failure while running task %s", live.task_id)
-            try:
-                # Creates the task first if need be: the client then gets it, FAILED.
-                await self._recorder.end_if_open(live, TaskState.FAILED, STORE_FAILED)
-            except Exception:  # the store itself is failing: end the task once it is back
-                log.exception("could not record the failure of task %s", live.task_id)
-                # The lease is kept until then: no other process takes the task over.
-                self._spawn_anyway(self._end_when_possible, live.task_id, lease)
-                lease = None
-            if not execution.first.is_set():
+        except Exception as failure:
+            full = failure if isinstance(failure, StorageFullError) else None
+            if full is None:  # a full disk is logged once, by the store
+                log.exception("host failure while running task %s", live.task_id)
+            if began:
+                # The task moved under this execution: it ends (created first if
+                # need be: the client then gets it), CANCELED if asked.
+                ending = ending_of(cancel_requested=execution.cancel_requested)
+                if not await self._pending.end_now(live, ending, lease):
+                    lease = None  # held until the ending is stored
+            # Else nothing of this message was stored (a continuation's message
+            # among it): the task stays as it was, a paused one paused.
+            if full is not None:
+                execution.error = full  # retryable: the client tries again
+            elif not execution.first.is_set():
                 execution.error = InternalError()
         finally:
             if lease is not None and self.cluster is not None:
@@ -320,32 +333,13 @@ class Executions:
         if claim.took_over:
             await self._end_stored(live.task_id, ABANDONED, live=live)
 
-    async def _end_when_possible(self, task_id: str, lease: str | None = None) -> None:
-        """End FAILED a task whose failure could not be stored, once the store is back.
-
-        Tries again with a growing pause until it is stored, or until the
-        host shuts down (one last try then): a database restart must not
-        leave the task WORKING with nothing running it. What is still open
-        then, the next start's recovery ends.
-        """
-        pause = 0.25
-        while True:
-            stopping = self._stopping.is_set()
-            with trio.move_on_after(pause):
-                await self._stopping.wait()
-            try:
-                await self._end_stored(task_id)
-            except Exception as error:
-                log.warning(
-                    "agent %s: task %s still cannot be ended: %s", self.name, task_id, error
-                )
-            else:
-                break
-            if stopping:
-                break
-            pause = min(pause * 2, 10.0)
+    def _release(self, lease: str | None) -> None:
         if lease is not None and self.cluster is not None:
             self.cluster.release(lease)
+
+    async def _end_pending(self, task_id: str, ending: Ending) -> None:
+        """Store an ending that had to wait for the store (see PendingEndings)."""
+        await self._end_stored(task_id, ending[1], state=ending[0])
         live = self._live.tasks.get(task_id)
         if live is not None and live.left_running and self._live.attended is not None:
             # Ended by another process meanwhile (this one was found dead, say):
@@ -353,35 +347,40 @@ class Executions:
             self._live.attended(live)
 
     async def _end_stored(
-        self, task_id: str, reason: str = STORE_FAILED, *, live: LiveTask | None = None
+        self,
+        task_id: str,
+        reason: str = STORE_FAILED,
+        *,
+        state: TaskState = TaskState.FAILED,
+        live: LiveTask | None = None,
     ) -> bool:
-        """End FAILED, with ``reason``, the stored task if it is still running; whether it was.
+        """End the stored task (``state``, ``reason``) if it is still open; whether it was.
 
         Without ``live`` (the caller holds its lock) the task is taken and
         locked here, so that no continuation runs on it meanwhile.
         """
         if live is not None:
-            return await self._end_running(live, reason)
+            return await self._end_running(live, state, reason)
         stored = await self.store.get_task(self.name, task_id, owner=None)
         if stored is None or stored.state.is_final:
             return False
         live = self._live.acquire(task_id, stored)
         try:
             async with live.lock:
-                return await self._end_running(live, reason)
+                return await self._end_running(live, state, reason)
         finally:
             self._live.release(live)
 
-    async def _end_running(self, live: LiveTask, reason: str) -> bool:
+    async def _end_running(self, live: LiveTask, state: TaskState, reason: str) -> bool:
         stored = await self.store.get_task(self.name, live.task_id, owner=None)
         if stored is None or stored.state.is_final:
             return False
         if reason == ABANDONED and stored.state.is_interrupted:
             return False  # paused as its execution left it: a message may continue it
         live.feed.reset(stored.task, stored.last_seq)
-        await self._recorder.end(live, TaskState.FAILED, reason)
+        await self._recorder.end(live, state, reason)
         await self._recorder.publish(live)
-        log.warning("agent %s: task %s ended FAILED: %s", self.name, live.task_id, reason)
+        log.warning("agent %s: task %s ended %s: %s", self.name, live.task_id, state.value, reason)
         return True
 
     async def _resume(self, live: LiveTask, execution: Execution) -> bool:
@@ -446,9 +445,7 @@ class Executions:
             )
         elif execution.cancel_scope.cancelled_caught:
             if execution.cancel_requested:
-                await self._recorder.end_if_open(
-                    live, TaskState.CANCELED, "Canceled by the client."
-                )
+                await self._recorder.end_if_open(live, TaskState.CANCELED, CANCELED_BY_CLIENT)
             elif not execution.handed_back:
                 await self._recorder.end_if_open(
                     live, TaskState.FAILED, "The server shut down before the task finished."
@@ -490,15 +487,16 @@ class Executions:
                 except Exception:
                     log.exception("cancel of agent %s raised on task %s", self.name, live.task_id)
             await queue.end()
-            if canceller.recording_error is not None:
+            unstored = canceller.recording_error
+            if unstored is not None and not isinstance(unstored, StorageFullError):
                 log.error(
                     "agent %s: the cancel events for task %s were not stored (%s);"
                     " ending it CANCELED",
                     self.name,
                     live.task_id,
-                    canceller.recording_error,
+                    unstored,
                 )
-            await self._recorder.end_if_open(live, TaskState.CANCELED, "Canceled by the client.")
+            await self._recorder.end_if_open(live, TaskState.CANCELED, CANCELED_BY_CLIENT)
             await self._recorder.publish(live)
             canceller.settle_first()
             if running is not None:
@@ -506,6 +504,16 @@ class Executions:
                 # nobody will see, so it stops at once (its finally blocks and
                 # shielded clean-up still run). The grace was the cancel hook's.
                 running.cancel_scope.cancel()
+        except StorageFullError as full:
+            # The cancel stands though its ending cannot be stored yet: the
+            # execution stops now, and the task ends CANCELED once it can be.
+            # The client hears why its answer waits (retryable).
+            if running is not None:
+                running.cancel_scope.cancel()
+            else:
+                self._pending.add(live.task_id, (TaskState.CANCELED, CANCELED_BY_CLIENT))
+            if not canceller.first.is_set():
+                canceller.error = full
         except Exception:  # the store is failing: the client hears of it, the host goes on
             log.exception("agent %s could not cancel task %s", self.name, live.task_id)
             if running is not None:

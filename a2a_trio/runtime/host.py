@@ -35,6 +35,7 @@ from ..protocol import (
     PushNotificationNotSupportedError,
     SendMessageConfiguration,
     SendMessageRequest,
+    StorageFullError,
     StreamResponse,
     SubscribeToTaskRequest,
     Task,
@@ -455,6 +456,10 @@ class AgentHost:
                 live, execution
             ):
                 await live.feed.wakeup.wait()
+            if live.feed.settled_seq <= execution.start_seq and isinstance(
+                execution.error, StorageFullError
+            ):
+                raise execution.error  # its progress could not be stored: retry for the task
         # The task exists once published (direct push mode publishes late).
         while live.feed.snapshot is None and not execution.done.is_set():
             await live.feed.wakeup.wait()

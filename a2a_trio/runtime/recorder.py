@@ -24,6 +24,7 @@ from ..protocol import (
     Message,
     Part,
     Role,
+    StorageFullError,
     StreamResponse,
     Task,
     TaskArtifactUpdateEvent,
@@ -162,7 +163,8 @@ class Recorder:
                 stored = await self.store.record(round)
                 took = time.perf_counter() - began
             except Exception as error:  # the transaction failed: nothing of this round is stored
-                log.exception("agent %s could not commit recorded events", self.name)
+                if not isinstance(error, StorageFullError):  # that one the store logs once
+                    log.exception("agent %s could not commit recorded events", self.name)
                 failed = ShareOutcome(error=error)
                 stored = [failed] * len(written)
             outcomes = {id(share): outcome for share, outcome in zip(written, stored, strict=True)}
@@ -174,7 +176,8 @@ class Recorder:
                     self.observer.committed(self.name, share, owner, took)
                 self._committed(live, outcome.queued, settling)
                 continue
-            log.error(
+            log.log(
+                logging.DEBUG if isinstance(outcome.error, StorageFullError) else logging.ERROR,
                 "agent %s could not record events of task %s: %s",
                 self.name,
                 live.task_id,
@@ -439,6 +442,8 @@ class Recorder:
             while live.undelivered:
                 live.undelivered = False
                 await self.push.flush(self.name, live.task_id)
+        except StorageFullError:
+            pass  # logged once, by the store; the rows stay pending for the worker
         except Exception:  # the store is failing: the rows stay pending, the host goes on
             log.exception(
                 "agent %s could not deliver the webhooks of task %s", self.name, live.task_id

@@ -261,8 +261,15 @@ def _jsonrpc_error(request_id: Any, error: A2AError, *, v0_3: bool = False) -> P
 
 
 def _challenge(error: A2AError) -> dict[str, str] | None:
+    """The headers an error asks for: an authentication challenge, a time to retry."""
+    headers = {}
     challenge = getattr(error, "challenge", None)
-    return {"WWW-Authenticate": challenge} if challenge else None
+    if challenge:
+        headers["WWW-Authenticate"] = challenge
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    return headers or None
 
 
 async def handle_jsonrpc(

@@ -2,9 +2,10 @@
 
 ``GET /_a2a/health/live`` answers 200 while the process serves HTTP at all.
 ``GET /_a2a/health/ready`` answers 200 when this process can take work: every
-agent's host runs, the database answers at this version's schema, and (with
-several processes on PostgreSQL) the wake-up connection listens; else 503
-with the check that failed. Both are public and say nothing of tasks.
+agent's host runs, the database answers at this version's schema, its
+writes are not refused for lack of space, and (with several processes on
+PostgreSQL) the wake-up connection listens; else 503 with the check that
+failed. Both are public and say nothing of tasks.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ async def readiness(app: A2AApp) -> tuple[int, str]:
         checks["database"] = str(error) or type(error).__name__
     else:
         checks["database"] = "ok"
+    # Reads (the check above) still answer on a full disk; writes do not.
+    full = app.store.space.full
+    checks["storage"] = f"writes refused for lack of space ({full})" if full else "ok"
     if app.cluster is not None:
         checks["listener"] = "ok" if app.cluster.listening else "not listening"
     ready = all(outcome == "ok" for outcome in checks.values())

@@ -22,8 +22,10 @@ from ..protocol import PROTOCOL_VERSION, Message, TaskPushNotificationConfig, Ta
 from ..protocol.limits import Limits
 from .browse import OutboxSummary, SummaryPage, TimelineEntry
 from .coordination import Coordination
+from .outbox_caps import OutboxCaps
 from .records import Delivery, Lane, LoggedEvent, Notification, Receipt, StoredTask, TaskPage
 from .rounds import Round, ShareOutcome
+from .space import StorageCondition
 
 __all__ = ["Store"]
 
@@ -33,6 +35,13 @@ class Store(ABC):
 
     #: Where the database is, safe to log (no password).
     display: str
+    #: How many notifications may wait in the outbox per webhook and per task;
+    #: :meth:`record` stores the newer ones past a cap as dead letters (set
+    #: by the push dispatcher from its settings).
+    outbox_caps: OutboxCaps = OutboxCaps()
+    #: Whether writes fail for lack of space (readiness reports it): a write
+    #: refused so raises :class:`~a2a_trio.protocol.StorageFullError`.
+    space: StorageCondition
 
     # --- lifetime -----------------------------------------------------------------
 
@@ -78,7 +87,7 @@ class Store(ABC):
         its outcome holds the error. If the transaction itself fails, nothing
         is stored and the error is raised. With ``round.push``, each streamed
         event is queued for every webhook config of its task in the same
-        transaction.
+        transaction, within :attr:`outbox_caps`.
         """
 
     @abstractmethod

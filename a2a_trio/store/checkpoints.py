@@ -6,6 +6,7 @@ import logging
 
 import trio
 
+from .space import is_disk_full
 from .sqlite import SqliteStore
 
 __all__ = ["checkpoint_periodically"]
@@ -40,6 +41,7 @@ async def checkpoint_periodically(
     try:
         task_status.started()
         done, written = store.commits, store.written
+        full = False  # the last checkpoint found no space: said once, not at every try
         while True:
             await trio.sleep(interval)
             if store.commits == done:
@@ -62,8 +64,14 @@ async def checkpoint_periodically(
                         (trio.current_time() - began) * 1000,
                         left,
                     )
-            except Exception:  # a failing checkpoint costs WAL size, not the server
-                log.exception("WAL checkpoint of %s failed", store.path)
+            except Exception as error:  # a failing checkpoint costs WAL size, not the server
+                if not is_disk_full(error):
+                    log.exception("WAL checkpoint of %s failed", store.path)
+                elif not full:
+                    log.warning("WAL checkpoint of %s: no space left on its disk", store.path)
+                full = is_disk_full(error)
+            else:
+                full = False
     finally:
         try:
             store.defer_checkpoints(False)

@@ -31,6 +31,7 @@ from .base import Store
 from .browse import OutboxSummary, SummaryPage, TimelineEntry
 from .history import HISTORY_KINDS, FetchRows, read_history
 from .lock import ServingLock
+from .outbox_caps import cap_parameters, cap_statement
 from .records import (
     STREAMED_KINDS,
     Delivery,
@@ -50,6 +51,7 @@ from .records import (
 from .rounds import Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
 from .schema import SCHEMA_VERSION, migrate
 from .secrets import SecretBox, development_key
+from .space import StorageCondition, is_disk_full
 
 __all__ = ["SqliteStore"]
 
@@ -98,6 +100,7 @@ class SqliteStore(Store):
         #: The connection :meth:`checkpoint` uses, from a worker thread.
         self._checkpointer: sqlite3.Connection | None = None
         self._page_size = 4096
+        self.space = StorageCondition(self.display)
 
     async def open(self, *, exclusive: bool = False) -> None:
         self.connect(exclusive=exclusive)
@@ -282,6 +285,8 @@ class SqliteStore(Store):
                 try:
                     queued = self._write_share(conn, share, now, round)
                 except Exception as error:
+                    if is_disk_full(error):
+                        raise  # no share of the round can be stored: see _committing
                     conn.execute("ROLLBACK TO share")
                     conn.execute("RELEASE share")
                     outcomes.append(ShareOutcome(error=error))
@@ -388,6 +393,8 @@ class SqliteStore(Store):
                     insert.format("="), (event.seq, body, now, now, *key, LEGACY_VERSION)
                 )
                 queued += int(cursor.rowcount)
+        if queued:
+            conn.execute(cap_statement("?", "?"), cap_parameters(self.outbox_caps, *key, now=now))
         return queued
 
     @asynccontextmanager
@@ -405,13 +412,16 @@ class SqliteStore(Store):
         try:
             yield conn
             conn.execute("COMMIT")
-        except BaseException:
+        except BaseException as error:
             # A failed COMMIT (I/O, a full disk) leaves the transaction open;
             # SQLite may have rolled back already after a failed statement.
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            if is_disk_full(error):
+                raise self.space.refused(error) from error
             raise
         self._commits += 1
+        self.space.wrote()
 
     # --- message receipts (retries, spec 3.3.1) ------------------------------
 

@@ -218,6 +218,11 @@
     $("c-streams").textContent = c.openStreams;
     $("c-backlog").textContent = c.outboxBacklog;
     $("c-dead").textContent = c.deadLetters;
+    $("c-dead").title = `outbox caps: ${c.outboxCaps.perWebhook} pending per webhook, ` +
+      `${c.outboxCaps.perTask} per task; newer notifications become dead letters`;
+    const open = c.openWebhookHosts;
+    $("c-open-hosts").textContent = open.length;
+    $("c-open-hosts").title = open.map((h) => `${h.host}: ${h.secondsLeft} s left`).join("\n");
   }
 
   // --- the live feed -------------------------------------------------------------------

@@ -15,12 +15,15 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+import psycopg
+
 from ...protocol import PROTOCOL_VERSION, Message, TaskPushNotificationConfig, TaskState
 from ...protocol.limits import Limits
 from .. import browse, queries
 from ..base import Store
 from ..browse import OutboxSummary, SummaryPage, TimelineEntry
 from ..history import HISTORY_KINDS, read_history
+from ..outbox_caps import cap_parameters, cap_statement
 from ..records import (
     STREAMED_KINDS,
     Delivery,
@@ -39,6 +42,7 @@ from ..records import (
 )
 from ..rounds import Round, ShareOutcome
 from ..secrets import SecretBox
+from ..space import StorageCondition
 from ..url import PostgresLocation
 from .cluster import PostgresCoordination
 from .database import Connection, Database, PoolSettings
@@ -48,6 +52,8 @@ from .schema import SCHEMA_VERSION, migrate, schema_version
 from .times import page_time, utc
 
 __all__ = ["PostgresStore"]
+
+_CAP_OUTBOX = cap_statement("%s", "now()")
 
 T = TypeVar("T")
 
@@ -79,6 +85,7 @@ class PostgresStore(Store):
         self._box: SecretBox | None = None
         self._coordination: PostgresCoordination | None = None
         self._resources: AsyncExitStack | None = None
+        self.space = StorageCondition(self.display)
 
     # --- lifetime -----------------------------------------------------------------
 
@@ -115,7 +122,16 @@ class PostgresStore(Store):
     async def _run(self, work: Callable[[Connection], T]) -> T:
         if self._db is None:
             raise RuntimeError(f"the store for {self.display} is not open: await open() first")
-        return await self._db.run(work)
+        try:
+            return await self._db.run(work)
+        except psycopg.errors.DiskFull as error:  # SQLSTATE 53100: nothing was stored
+            raise self.space.refused(error) from error
+
+    async def _write(self, work: Callable[[Connection], T]) -> T:
+        """:meth:`_run` for work that writes: its success says there is space."""
+        result = await self._run(work)
+        self.space.wrote()
+        return result
 
     async def _fetchall(self, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
         return await self._run(lambda conn: conn.execute(query, params).fetchall())
@@ -124,7 +140,7 @@ class PostgresStore(Store):
         return await self._run(lambda conn: conn.execute(query, params).fetchone())
 
     async def _execute(self, query: str, params: Any = ()) -> int:
-        return await self._run(lambda conn: conn.execute(query, params).rowcount)
+        return await self._write(lambda conn: conn.execute(query, params).rowcount)
 
     @property
     def _secrets(self) -> SecretBox:
@@ -138,9 +154,19 @@ class PostgresStore(Store):
         if not round.shares:
             return []
         try:
-            return await self._run(partial(write_round, round=round, box=self._secrets))
+            return await self._write(partial(self._write_round, round=round, box=self._secrets))
         except RefusedShare as refused:  # rolled back: nothing of the round is stored
             return [ShareOutcome(error=refused.error)]
+
+    def _write_round(self, conn: Connection, round: Round, box: SecretBox) -> list[ShareOutcome]:
+        """:func:`write_round`, then the outbox caps of the tasks it queued for."""
+        outcomes = write_round(conn, round, box)
+        for share, outcome in zip(round.shares, outcomes, strict=True):
+            if outcome.queued:
+                conn.execute(
+                    _CAP_OUTBOX, cap_parameters(self.outbox_caps, share.agent, share.task_id)
+                )
+        return outcomes
 
     async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
         if _unstorable(agent, task_id):
