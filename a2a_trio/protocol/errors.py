@@ -31,6 +31,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PushNotificationNotSupportedError",
     "RequestTimeoutError",
+    "ServerBusyError",
     "TaskNotCancelableError",
     "TaskNotFoundError",
     "UnauthenticatedError",
@@ -263,6 +264,22 @@ class RequestTimeoutError(A2AError):
     )
 
 
+class ServerBusyError(A2AError):
+    """The server holds as many request bodies as its memory budget allows: retry later.
+
+    ``retry_after`` is the number of seconds the client is asked to wait
+    (HTTP ``Retry-After``; ``retryAfterSeconds`` in the ErrorInfo metadata).
+    """
+
+    spec = ErrorSpec(
+        -32603, 503, "RESOURCE_EXHAUSTED", "SERVER_BUSY", "The server is busy: retry later"
+    )
+
+    def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
+        super().__init__(message, metadata={"retryAfterSeconds": str(retry_after)})
+        self.retry_after = retry_after
+
+
 ERROR_TABLE: dict[str, type[A2AError]] = {
     cls.__name__: cls
     for cls in (
@@ -285,6 +302,7 @@ ERROR_TABLE: dict[str, type[A2AError]] = {
         ForbiddenError,
         PayloadTooLargeError,
         RequestTimeoutError,
+        ServerBusyError,
     )
 }
 

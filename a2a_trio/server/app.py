@@ -35,6 +35,7 @@ from .asgi import (
 )
 from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
+from .body_budget import BodyBudget
 from .cards import (
     CardSource,
     ServedCard,
@@ -127,6 +128,10 @@ class A2AApp(QuartTrio):
         self.card_signer = card_signer
         self.config["RESPONSE_TIMEOUT"] = None  # streams live as long as their task
         self.config["MAX_CONTENT_LENGTH"] = self.a2a_settings.max_body_bytes
+        #: The bytes of request bodies the process holds at once (see .body_budget).
+        self.body_budget = BodyBudget(
+            self.a2a_settings.body_budget, self.a2a_settings.body_budget_wait
+        )
         self._database = database
         self._pool = pool
         self._lease_seconds = lease_seconds
@@ -373,7 +378,9 @@ class A2AApp(QuartTrio):
             return
         if scope["type"] == "http":
             if is_grpc(scope):
-                await serve_grpc(scope, receive, send, self._grpc_mount, self.a2a_settings)
+                await serve_grpc(
+                    scope, receive, send, self._grpc_mount, self.a2a_settings, self.body_budget
+                )
                 return
             route = self._protocol_route(scope["path"])
             if route is not None:
@@ -415,8 +422,11 @@ class A2AApp(QuartTrio):
         self, route: tuple[AgentMount, str | None], scope: Any, receive: Any, send: Any
     ) -> None:
         began = time.perf_counter()
-        request = ProtocolRequest(scope, receive)
-        response = await self._answer(route, request)
+        # The body's share of the budget is held until the answer is ready:
+        # a stream relays its events without it.
+        with self.body_budget.share() as share:
+            request = ProtocolRequest(scope, receive, share)
+            response = await self._answer(route, request)
         if self.request_observer is not None:
             mount, rest_path = route
             self.request_observer(

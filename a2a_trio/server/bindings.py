@@ -24,6 +24,7 @@ from ..protocol import (
     InvalidParamsError,
     MethodNotAllowedError,
     Operation,
+    ServerBusyError,
     StreamResponse,
     negotiate_version,
     parse_jsonrpc,
@@ -56,6 +57,7 @@ from .asgi import (
     ProtocolResponse,
 )
 from .auth import RequestCredentials
+from .body_budget import decoding_cost
 from .compat_v0_3 import (
     dumps,
     jsonrpc_event_v0_3,
@@ -73,7 +75,7 @@ VERSION_HEADER = "A2A-Version"
 EXTENSIONS_HEADER = "A2A-Extensions"
 #: Statuses a JSON-RPC error keeps; every other JSON-RPC error travels on 200
 #: (JSON-RPC over HTTP, and what peers' clients expect).
-_JSONRPC_HTTP_STATUSES = frozenset({401, 403, 408, 413})
+_JSONRPC_HTTP_STATUSES = frozenset({401, 403, 408, 413, 503})
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,11 @@ class ServerSettings:
     max_body_bytes: int = 10 * 1024 * 1024
     #: Seconds a request body may take to arrive in full (HTTP 408 after).
     body_timeout: float = 30.0
+    #: Bytes of request bodies, and of their decoding, the process holds at
+    #: once across all requests (see :mod:`.body_budget`); past it a request
+    #: waits ``body_budget_wait`` seconds, then is refused (503, Retry-After).
+    body_budget: int = 256 * 1024 * 1024
+    body_budget_wait: float = 1.0
     keepalive_interval: float = 15.0
     card_max_age: int = 300
     #: The address clients use, when it differs from the request's Host.
@@ -257,12 +264,24 @@ def _jsonrpc_error(request_id: Any, error: A2AError, *, v0_3: bool = False) -> P
     member = error_to_v0_3(error) if v0_3 else error.to_jsonrpc()
     body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": member}, separators=(",", ":"))
     status = error.http_status if error.http_status in _JSONRPC_HTTP_STATUSES else 200
-    return _json(body, status, _challenge(error))
+    return _json(body, status, _error_headers(error))
 
 
-def _challenge(error: A2AError) -> dict[str, str] | None:
+def _error_headers(error: A2AError) -> dict[str, str]:
+    headers: dict[str, str] = {}
     challenge = getattr(error, "challenge", None)
-    return {"WWW-Authenticate": challenge} if challenge else None
+    if challenge:
+        headers["WWW-Authenticate"] = challenge
+    if isinstance(error, ServerBusyError):
+        headers["Retry-After"] = str(error.retry_after)
+    return headers
+
+
+async def _read(request: ProtocolRequest, settings: ServerSettings) -> bytes:
+    """The request's body, its share of the body budget grown to what decoding it may cost."""
+    body = await request.body(settings.max_body_bytes, settings.body_timeout)
+    await request.share.grow_to(len(body) + decoding_cost(body))
+    return body
 
 
 async def handle_jsonrpc(
@@ -284,7 +303,7 @@ async def handle_jsonrpc(
                 f"JSON-RPC requests must be sent as {JSON_CONTENT_TYPE}, "
                 f"not {request.content_type or 'an undeclared type'}"
             )
-        body = await request.body(settings.max_body_bytes, settings.body_timeout)
+        body = await _read(request, settings)
         envelope = await _decode(lambda loads: parse_jsonrpc(body, loads), len(body))
         request_id = envelope.id
         limits = mount.host.settings.limits
@@ -335,7 +354,7 @@ async def handle_jsonrpc(
 
 
 def _rest_error(error: A2AError, *, v0_3: bool = False) -> ProtocolResponse:
-    headers = _challenge(error) or {}
+    headers = _error_headers(error)
     if isinstance(error, MethodNotAllowedError) and error.allowed:
         headers["Allow"] = ", ".join(error.allowed)
     body = rest_error_to_v0_3(error) if v0_3 else error.to_http()
@@ -353,7 +372,7 @@ async def handle_rest(
             negotiate_version(_version(request))
         body = b""
         if request.method in ("POST", "PUT", "PATCH"):
-            body = await request.body(settings.max_body_bytes, settings.body_timeout)
+            body = await _read(request, settings)
             declared = request.content_type
             if (declared and not _is_json(declared)) or (body.strip() and not declared):
                 raise ContentTypeNotSupportedError(

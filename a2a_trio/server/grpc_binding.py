@@ -49,6 +49,7 @@ from ..protocol.versions import negotiate_version
 from ..runtime import TaskEventStream
 from .asgi import ClientGone, ProtocolRequest, Receive, Scope, Send
 from .bindings import ServerSettings, _extensions, base_url, credentials_of
+from .body_budget import BodyBudget, unbudgeted
 from .mount import AgentMount
 
 __all__ = ["is_grpc", "serve_grpc"]
@@ -114,10 +115,30 @@ class _Reply:
 
 
 async def serve_grpc(
-    scope: Scope, receive: Receive, send: Send, tenants: Tenants, settings: ServerSettings
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    tenants: Tenants,
+    settings: ServerSettings,
+    budget: BodyBudget | None = None,
 ) -> None:
-    """Answer one gRPC call, whatever happens to it."""
-    request = ProtocolRequest(scope, receive)
+    """Answer one gRPC call, whatever happens to it.
+
+    The call holds its share of ``budget`` (its body, then what decoding it
+    costs) until it ends; past the budget it ends RESOURCE_EXHAUSTED.
+    """
+    with budget.share() if budget is not None else unbudgeted() as share:
+        await _serve(ProtocolRequest(scope, receive, share), receive, send, tenants, settings)
+
+
+async def _serve(
+    request: ProtocolRequest,
+    receive: Receive,
+    send: Send,
+    tenants: Tenants,
+    settings: ServerSettings,
+) -> None:
+    scope = request.scope
     reply = _Reply(send)
     code, text, details = GrpcStatus.OK, "", None
     try:
@@ -149,7 +170,8 @@ async def _call(
     settings: ServerSettings,
     reply: _Reply,
 ) -> None:
-    body = await request.body(settings.max_body_bytes, settings.body_timeout)
+    # Held for the body, the message and the fields read from it.
+    body = await request.body(settings.max_body_bytes, settings.body_timeout, cost=3)
     messages = read_frames(body)
     if len(messages) != 1:
         raise GrpcError(
