@@ -47,6 +47,7 @@ from .cards import (
 from .grpc_binding import is_grpc, serve_grpc
 from .health import HEALTH_PATH, liveness, readiness
 from .mount import AgentMount, Authenticate
+from .read_ahead import serve_read_ahead
 
 __all__ = ["A2AApp", "LazyApp", "RequestObserver"]
 
@@ -390,6 +391,11 @@ class A2AApp(QuartTrio):
             if card_route is not None and scope["method"] == "GET":
                 await self._serve_card(*card_route, scope, receive, send)
                 return
+            # Quart's routes read their bodies under the protocol routes' limits.
+            await serve_read_ahead(
+                super().__call__, scope, receive, send, self.a2a_settings, self.body_budget
+            )
+            return
         await super().__call__(scope, receive, send)
 
     def _grpc_mount(self, tenant: str) -> AgentMount | None:

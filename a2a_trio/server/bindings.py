@@ -67,7 +67,7 @@ from .compat_v0_3 import (
 )
 from .mount import AgentMount, Outcome
 
-__all__ = ["ServerSettings", "base_url", "handle_jsonrpc", "handle_rest"]
+__all__ = ["ServerSettings", "base_url", "handle_jsonrpc", "handle_rest", "rest_error"]
 
 log = logging.getLogger("a2a_trio.server")
 
@@ -353,7 +353,8 @@ async def handle_jsonrpc(
 # --- HTTP+JSON ----------------------------------------------------------------
 
 
-def _rest_error(error: A2AError, *, v0_3: bool = False) -> ProtocolResponse:
+def rest_error(error: A2AError, *, v0_3: bool = False) -> ProtocolResponse:
+    """``error`` as an HTTP+JSON answer: its status, its AIP-193 body, its headers."""
     headers = _error_headers(error)
     if isinstance(error, MethodNotAllowedError) and error.allowed:
         headers["Allow"] = ", ".join(error.allowed)
@@ -392,13 +393,13 @@ async def handle_rest(
         )
     except A2AError as error:
         request.outcome = error.spec.reason
-        return _rest_error(error, v0_3=v0_3)
+        return rest_error(error, v0_3=v0_3)
     except ClientGone:
         raise
     except Exception:
         log.exception("HTTP+JSON request failed")
         request.outcome = InternalError.spec.reason
-        return _rest_error(InternalError(), v0_3=v0_3)
+        return rest_error(InternalError(), v0_3=v0_3)
     if isinstance(outcome, TaskEventStream):
         if v0_3:
             return _event_stream(
