@@ -379,8 +379,15 @@ class A2AApp(QuartTrio):
             return
         if scope["type"] == "http":
             if is_grpc(scope):
+                guard = next((m for m in self.mounts.values() if m.grpc and m.secured), None)
                 await serve_grpc(
-                    scope, receive, send, self._grpc_mount, self.a2a_settings, self.body_budget
+                    scope,
+                    receive,
+                    send,
+                    self._grpc_mount,
+                    self.a2a_settings,
+                    self.body_budget,
+                    guard,
                 )
                 return
             route = self._protocol_route(scope["path"])

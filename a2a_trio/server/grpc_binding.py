@@ -121,14 +121,19 @@ async def serve_grpc(
     tenants: Tenants,
     settings: ServerSettings,
     budget: BodyBudget | None = None,
+    guard: AgentMount | None = None,
 ) -> None:
     """Answer one gRPC call, whatever happens to it.
 
     The call holds its share of ``budget`` (its body, then what decoding it
-    costs) until it ends; past the budget it ends RESOURCE_EXHAUSTED.
+    costs) until it ends; past the budget it ends RESOURCE_EXHAUSTED. A call
+    to a tenant no agent serves is authenticated as ``guard``'s calls are (a
+    secured agent's), so that an unauthenticated caller gets the same answer
+    for an unknown tenant as for a real one: it learns no agent's name.
     """
     with budget.share() if budget is not None else unbudgeted() as share:
-        await _serve(ProtocolRequest(scope, receive, share), receive, send, tenants, settings)
+        request = ProtocolRequest(scope, receive, share)
+        await _serve(request, receive, send, tenants, settings, guard)
 
 
 async def _serve(
@@ -137,6 +142,7 @@ async def _serve(
     send: Send,
     tenants: Tenants,
     settings: ServerSettings,
+    guard: AgentMount | None,
 ) -> None:
     scope = request.scope
     reply = _Reply(send)
@@ -145,7 +151,7 @@ async def _serve(
         method = method_at(scope["path"])
         timeout = parse_timeout(request.header("grpc-timeout"))
         with trio.move_on_after(math.inf if timeout is None else timeout) as deadline:
-            await _call(request, receive, method, tenants, settings, reply)
+            await _call(request, receive, method, tenants, settings, reply, guard)
         if deadline.cancelled_caught:
             code, text = GrpcStatus.DEADLINE_EXCEEDED, "Deadline exceeded"
     except ClientGone:
@@ -169,6 +175,7 @@ async def _call(
     tenants: Tenants,
     settings: ServerSettings,
     reply: _Reply,
+    guard: AgentMount | None,
 ) -> None:
     # Held for the body, the message and the fields read from it.
     body = await request.body(settings.max_body_bytes, settings.body_timeout, cost=3)
@@ -179,13 +186,15 @@ async def _call(
             f"{method.operation.value} takes exactly one request message, not {len(messages)}",
         )
     message = decode_message(messages[0], method.request)
-    tenant: str = getattr(message, "tenant", "")
-    mount = tenants(tenant)
-    if mount is None:
-        raise GrpcError(GrpcStatus.NOT_FOUND, f"No agent serves the tenant {tenant!r}")
     version = request.header("a2a-version")
     if version is not None and version.strip():
         negotiate_version(version, supported=_GRPC_VERSIONS)
+    tenant: str = getattr(message, "tenant", "")
+    mount = tenants(tenant)
+    if mount is None:
+        if guard is not None:  # UNAUTHENTICATED as from a real agent, if it is
+            await guard.authenticate(credentials_of(request))
+        raise GrpcError(GrpcStatus.NOT_FOUND, f"No agent serves the tenant {tenant!r}")
     outcome = await _perform(request, mount, settings, method.operation, message)
     if isinstance(outcome, TaskEventStream):
         await _relay(outcome, receive, reply)
