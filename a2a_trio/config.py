@@ -110,6 +110,7 @@ class LimitsSection(_Section):
 
 class ServerSection(_Section):
     public_url: str | None = None
+    allowed_hosts: list[str] = Field(default_factory=list)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     body_timeout: float = Field(default=30.0, gt=0)
     body_budget: int = Field(default=256 * 1024 * 1024, ge=1024)

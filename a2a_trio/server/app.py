@@ -16,7 +16,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from ..adapters.asyncio import AsyncioAgentExecutor, AsyncioBridge
-from ..protocol import AgentCard
+from ..protocol import AgentCard, InvalidRequestError
 from ..protocol.signing import CardSigner, signed_payload
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
@@ -34,7 +34,7 @@ from .asgi import (
     ProtocolResponse,
 )
 from .auth import Authenticator, CardGuard
-from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
+from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest, rest_error
 from .body_budget import BodyBudget
 from .cards import (
     CardSource,
@@ -46,6 +46,7 @@ from .cards import (
 )
 from .grpc_binding import is_grpc, serve_grpc
 from .health import HEALTH_PATH, liveness, readiness
+from .hosts import host_allowed
 from .mount import AgentMount, Authenticate
 from .read_ahead import serve_read_ahead
 
@@ -378,6 +379,13 @@ class A2AApp(QuartTrio):
             await self._serve_lifespan(scope, receive, send)
             return
         if scope["type"] == "http":
+            if self._host_refused(scope):
+                request = ProtocolRequest(scope, receive)
+                refusal = InvalidRequestError(
+                    f"This server does not serve {request.header('host')}"
+                )
+                await rest_error(refusal).send(send, receive)
+                return
             if is_grpc(scope):
                 guard = next((m for m in self.mounts.values() if m.grpc and m.secured), None)
                 await serve_grpc(
@@ -404,6 +412,16 @@ class A2AApp(QuartTrio):
             )
             return
         await super().__call__(scope, receive, send)
+
+    def _host_refused(self, scope: Any) -> bool:
+        """A Host ``server.allowed_hosts`` does not list, where cards would echo it."""
+        settings = self.a2a_settings
+        if not settings.allowed_hosts or settings.public_url:
+            return False
+        host = next((v for k, v in scope["headers"] if k == b"host"), None)
+        return not host_allowed(
+            None if host is None else host.decode("latin-1"), settings.allowed_hosts
+        )
 
     def _grpc_mount(self, tenant: str) -> AgentMount | None:
         """The agent a gRPC call's ``tenant`` names: by prefix, by name, or the root's."""

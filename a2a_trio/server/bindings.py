@@ -94,6 +94,10 @@ class ServerSettings:
     card_max_age: int = 300
     #: The address clients use, when it differs from the request's Host.
     public_url: str | None = None
+    #: Without ``public_url``: the hosts a request's Host may name (``host``,
+    #: ``host:port``, ``.domain``, ``*``); any other is refused with 400.
+    #: Empty: every host (the cards then echo whatever a client sends).
+    allowed_hosts: tuple[str, ...] = ()
     #: Once started, move every object that exists (modules, the app, its cards)
     #: out of the garbage collector's sight with ``gc.freeze()`` (after a
     #: collection, and only if nothing is frozen yet). Otherwise each full
