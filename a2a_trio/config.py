@@ -116,6 +116,7 @@ class ServerSection(_Section):
     body_budget: int = Field(default=256 * 1024 * 1024, ge=1024)
     body_budget_wait: float = Field(default=1.0, ge=0)
     send_timeout: float = Field(default=60.0, gt=0)
+    header_timeout: float = Field(default=10.0, gt=0)
     keepalive_interval: float = Field(default=15.0, gt=0)
     card_max_age: int = Field(default=300, ge=0)
     freeze_gc: bool = True

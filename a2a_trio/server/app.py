@@ -122,7 +122,7 @@ class A2AApp(QuartTrio):
         super().__init__(import_name)
         self.a2a_settings = settings or ServerSettings()
         # Before any connection: hypercorn's connections, and HTTP/2 on them, mended.
-        hypercorn_tcp.install(self.a2a_settings.send_timeout)
+        hypercorn_tcp.install(self.a2a_settings.send_timeout, self.a2a_settings.header_timeout)
         hypercorn_h2.install(self.a2a_settings.send_timeout)
         self.host_settings = host_settings or HostSettings()
         self.push_settings = push_settings or PushSettings()

@@ -108,6 +108,11 @@ class ServerSettings:
     #: past it the connection (HTTP/1.1), or the stream (HTTP/2), is given up.
     #: hypercorn's connections are the process's, so the last app built sets it.
     send_timeout: float = 60.0
+    #: Seconds a new connection may take to send its first request's line and
+    #: headers, and on HTTP/1.1 each later request's from its first byte; the
+    #: wait between requests is hypercorn's keep_alive_timeout. hypercorn's
+    #: connections are the process's, so the last app built sets it too.
+    header_timeout: float = 10.0
 
 
 def _is_json(content_type: str | None) -> bool:
