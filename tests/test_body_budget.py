@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
@@ -26,7 +27,7 @@ from a2a_trio.protocol import ServerBusyError
 from a2a_trio.protocol.proto import a2a_pb2
 from a2a_trio.server.body_budget import LARGE_SHARE, BodyBudget, decoding_cost
 
-from .agents import ScriptedExecutor
+from .agents import Gate, ScriptedExecutor
 from .conftest import LiveServer, live_server, make_card, user_message
 
 MIB = 1024 * 1024
@@ -41,6 +42,15 @@ def big_call(command: str, size: int = MIB) -> bytes:
     message = user_message(f"{command} " + "x" * size)
     envelope = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
     return json.dumps(envelope).encode()
+
+
+@asynccontextmanager
+async def gated_server(tmp_path: Path, budget: int) -> AsyncIterator[LiveServer]:
+    """The scripted agent (its gate closed) behind a body budget of ``budget`` bytes."""
+    EXECUTOR.gate = Gate()
+    settings = ServerSettings(body_budget=budget, body_budget_wait=0.3)
+    async with live_server(tmp_path, mount, settings=settings) as server:
+        yield server
 
 
 async def until(condition: Callable[[], bool], within: float = 10) -> None:
@@ -65,9 +75,7 @@ async def test_calls_past_the_budget_are_refused_and_those_within_it_complete(
 ) -> None:
     # Each 1 MiB call holds some 2 MiB (its body, then its decoding): two fit
     # in the large bodies' three quarters of 6 MiB, the other six are refused.
-    EXECUTOR.gate = type(EXECUTOR.gate)()
-    settings = ServerSettings(body_budget=6 * MIB, body_budget_wait=0.3)
-    async with live_server(tmp_path, mount, settings=settings) as server:
+    async with gated_server(tmp_path, 6 * MIB) as server:
         budget = server.app.body_budget
         answers: list[httpx.Response] = []
 
@@ -99,9 +107,7 @@ async def test_calls_past_the_budget_are_refused_and_those_within_it_complete(
 
 
 async def test_a_small_call_gets_in_while_large_bodies_fill_their_share(tmp_path: Path) -> None:
-    EXECUTOR.gate = type(EXECUTOR.gate)()
-    settings = ServerSettings(body_budget=6 * MIB, body_budget_wait=0.3)
-    async with live_server(tmp_path, mount, settings=settings) as server:
+    async with gated_server(tmp_path, 6 * MIB) as server:
         budget = server.app.body_budget
         async with trio.open_nursery() as nursery:
             for _ in range(2):
@@ -113,9 +119,7 @@ async def test_a_small_call_gets_in_while_large_bodies_fill_their_share(tmp_path
 
 
 async def test_a_grpc_call_past_the_budget_ends_resource_exhausted(tmp_path: Path) -> None:
-    EXECUTOR.gate = type(EXECUTOR.gate)()
-    settings = ServerSettings(body_budget=3 * MIB, body_budget_wait=0.3)
-    async with live_server(tmp_path, mount, settings=settings) as server:
+    async with gated_server(tmp_path, 3 * MIB) as server:
         budget = server.app.body_budget
         async with trio.open_nursery() as nursery:
             nursery.start_soon(post, server, big_call("hold"))
