@@ -25,7 +25,7 @@ at 603 without (issue 31). It costs some 30 ms, once per burst.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -37,29 +37,30 @@ from ..protocol import ServerBusyError
 
 __all__ = ["BodyBudget", "BudgetShare", "decoding_cost", "unbudgeted"]
 
+log = logging.getLogger("a2a_trio.server")
+
 #: A share from this many bytes on is a large body's (see the module docstring).
 LARGE_SHARE = 256 * 1024
-log = logging.getLogger("a2a_trio.server")
 
 #: A burst that held this many bytes at its height gives its memory back to
 #: the system when it ends (see the module docstring).
 TRIM_AFTER = 32 * 1024 * 1024
 
 
+@functools.cache
 def _malloc_trim() -> Callable[[], object] | None:
-    """glibc's ``malloc_trim(0)``, or None where the C library has none (musl, macOS)."""
-    name = ctypes.util.find_library("c")
+    """glibc's ``malloc_trim(0)``, or None where the C library has none (musl, macOS).
+
+    Looked up among the symbols the process has loaded, on first use:
+    ``ctypes.util.find_library`` would run ``ldconfig`` at every import.
+    """
     try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
+        trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
-        return None
-    if trim is None:
         return None
     trim.argtypes = [ctypes.c_size_t]
     return lambda: trim(0)
 
-
-_TRIM = _malloc_trim()
 
 #: What one JSON object or array costs once decoded, beyond its bytes: a dict
 #: is 64 bytes and more, a list 56, plus the pointer to it (CPython 3.11).
@@ -129,9 +130,10 @@ class BodyBudget:
         self.in_use -= size
         self._waiting.unpark_all()
         if self.in_use == 0:
-            if self.burst_height >= TRIM_AFTER and _TRIM is not None:
+            trim = _malloc_trim() if self.burst_height >= TRIM_AFTER else None
+            if trim is not None:
                 began = time.perf_counter()
-                _TRIM()
+                trim()
                 log.debug(
                     "returned free memory after a burst of %d bytes of bodies in %.1f ms",
                     self.burst_height,
