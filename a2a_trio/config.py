@@ -118,9 +118,13 @@ class LimitsSection(_Section):
 
 class ServerSection(_Section):
     public_url: str | None = None
+    allowed_hosts: list[str] = Field(default_factory=list)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     body_timeout: float = Field(default=30.0, gt=0)
+    body_budget: int = Field(default=256 * 1024 * 1024, ge=1024)
+    body_budget_wait: float = Field(default=1.0, ge=0)
     send_timeout: float = Field(default=60.0, gt=0)
+    header_timeout: float = Field(default=10.0, gt=0)
     keepalive_interval: float = Field(default=15.0, gt=0)
     card_max_age: int = Field(default=300, ge=0)
     freeze_gc: bool = True

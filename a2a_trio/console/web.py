@@ -78,7 +78,9 @@ class ConsoleSettings:
     scope: str | None = None
     metrics: bool = True
     metrics_path: str = "/metrics"
-    #: A bearer token for ``/metrics``; None: it is open.
+    #: A bearer token for ``/metrics``; None: it is open, unless an agent's
+    #: card declares security schemes: then it asks for the operators'
+    #: credentials (the console's token, or its scheme and scope).
     metrics_token: str | None = None
     #: Feed events kept for resuming clients (at least ``buffer``), and how
     #: many events a client may fall behind the feed before it is dropped.
@@ -296,6 +298,15 @@ class Console:
         return f"{root}{self.path}/console#token={self.token}"
 
     def _announce(self) -> None:
+        operators = self.token is not None or self.scheme is not None
+        metrics_for_operators = self.settings.metrics_token is None and self._metrics_guarded()
+        if self.metrics is not None and metrics_for_operators and not operators:
+            log.warning(
+                "%s answers no one: the agents declare security schemes, so it asks for"
+                " the console's credentials, and there are none; set [console]"
+                " metrics_token (see docs/metrics.md)",
+                self.settings.metrics_path,
+            )
         if not self.on:
             log.warning(
                 "console off: production mode and no [console] token or scheme set "
@@ -325,6 +336,10 @@ class Console:
             return False
         return principal is not None and self.settings.scope in principal.scopes
 
+    def _metrics_guarded(self) -> bool:
+        """Whether ``/metrics``, without a token of its own, is for operators only."""
+        return any(mount.secured for mount in self.app.mounts.values())
+
     async def _operator(self) -> bool:
         return await self._is_operator(request.headers.get("Authorization"))
 
@@ -342,7 +357,13 @@ class Console:
     async def _metrics(self) -> Response:
         assert self.metrics is not None
         wanted = self.settings.metrics_token
-        if wanted is not None and not _token_matches(wanted, request.headers.get("Authorization")):
+        authorization = request.headers.get("Authorization")
+        if wanted is not None:
+            if not _token_matches(wanted, authorization):
+                return _unauthorized()
+        elif self._metrics_guarded() and not await self._is_operator(authorization):
+            # Agent names, task counts across every owner, dead letters: not
+            # for anyone on a deployment that asks its callers who they are.
             return _unauthorized()
         body = await self.render_metrics()
         return Response(body, content_type=METRICS_CONTENT_TYPE)

@@ -31,6 +31,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PushNotificationNotSupportedError",
     "RequestTimeoutError",
+    "ServerBusyError",
     "StorageFullError",
     "TaskNotCancelableError",
     "TaskNotFoundError",
@@ -264,6 +265,24 @@ class RequestTimeoutError(A2AError):
     )
 
 
+class ServerBusyError(A2AError):
+    """The server holds as many request bodies as its memory budget allows: retry later.
+
+    ``retry_after`` is the number of seconds the client is asked to wait
+    (HTTP ``Retry-After``, 1 when unset; ``retryAfterSeconds`` in the
+    ErrorInfo metadata when set).
+    """
+
+    spec = ErrorSpec(
+        -32603, 503, "RESOURCE_EXHAUSTED", "SERVER_BUSY", "The server is busy: retry later"
+    )
+
+    def __init__(self, message: str | None = None, *, retry_after: int | None = None) -> None:
+        metadata = {"retryAfterSeconds": str(retry_after)} if retry_after is not None else None
+        super().__init__(message, metadata=metadata)
+        self.retry_after = retry_after if retry_after is not None else 1
+
+
 class StorageFullError(A2AError):
     """The database has no space left for a write; nothing of it was stored.
 
@@ -309,6 +328,7 @@ ERROR_TABLE: dict[str, type[A2AError]] = {
         ForbiddenError,
         PayloadTooLargeError,
         RequestTimeoutError,
+        ServerBusyError,
         StorageFullError,
     )
 }

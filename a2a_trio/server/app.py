@@ -16,7 +16,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from ..adapters.asyncio import AsyncioAgentExecutor, AsyncioBridge
-from ..protocol import AgentCard
+from ..protocol import AgentCard, InvalidRequestError
 from ..protocol.signing import CardSigner, signed_payload
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
@@ -34,7 +34,8 @@ from .asgi import (
     ProtocolResponse,
 )
 from .auth import Authenticator, CardGuard
-from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
+from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest, rest_error
+from .body_budget import BodyBudget
 from .cards import (
     CardSource,
     ServedCard,
@@ -46,7 +47,9 @@ from .cards import (
 from .failed_start import refuse_start
 from .grpc_binding import is_grpc, serve_grpc
 from .health import HEALTH_PATH, liveness, readiness
+from .hosts import host_allowed
 from .mount import AgentMount, Authenticate
+from .read_ahead import serve_read_ahead
 
 __all__ = ["A2AApp", "LazyApp", "RequestObserver"]
 
@@ -120,7 +123,7 @@ class A2AApp(QuartTrio):
         super().__init__(import_name)
         self.a2a_settings = settings or ServerSettings()
         # Before any connection: hypercorn's connections, and HTTP/2 on them, mended.
-        hypercorn_tcp.install(self.a2a_settings.send_timeout)
+        hypercorn_tcp.install(self.a2a_settings.send_timeout, self.a2a_settings.header_timeout)
         hypercorn_h2.install(self.a2a_settings.send_timeout)
         self.host_settings = host_settings or HostSettings()
         self.push_settings = push_settings or PushSettings()
@@ -128,6 +131,10 @@ class A2AApp(QuartTrio):
         self.card_signer = card_signer
         self.config["RESPONSE_TIMEOUT"] = None  # streams live as long as their task
         self.config["MAX_CONTENT_LENGTH"] = self.a2a_settings.max_body_bytes
+        #: The bytes of request bodies the process holds at once (see .body_budget).
+        self.body_budget = BodyBudget(
+            self.a2a_settings.body_budget, self.a2a_settings.body_budget_wait
+        )
         self._database = database
         self._pool = pool
         self._lease_seconds = lease_seconds
@@ -384,7 +391,15 @@ class A2AApp(QuartTrio):
             await self._serve_lifespan(scope, receive, send)
             return
         if scope["type"] == "http":
+            if self._host_refused(scope):
+                request = ProtocolRequest(scope, receive)
+                refusal = InvalidRequestError(
+                    f"This server does not serve {request.header('host')}"
+                )
+                await rest_error(refusal).send(send, receive)
+                return
             if is_grpc(scope):
+                guard = next((m for m in self.mounts.values() if m.grpc and m.secured), None)
                 await serve_grpc(
                     scope,
                     receive,
@@ -392,6 +407,8 @@ class A2AApp(QuartTrio):
                     self._grpc_mount,
                     self.a2a_settings,
                     self.request_observer,
+                    self.body_budget,
+                    guard,
                 )
                 return
             route = self._protocol_route(scope["path"])
@@ -402,7 +419,22 @@ class A2AApp(QuartTrio):
             if card_route is not None and scope["method"] == "GET":
                 await self._serve_card(*card_route, scope, receive, send)
                 return
+            # Quart's routes read their bodies under the protocol routes' limits.
+            await serve_read_ahead(
+                super().__call__, scope, receive, send, self.a2a_settings, self.body_budget
+            )
+            return
         await super().__call__(scope, receive, send)
+
+    def _host_refused(self, scope: Any) -> bool:
+        """A Host ``server.allowed_hosts`` does not list, where cards would echo it."""
+        settings = self.a2a_settings
+        if not settings.allowed_hosts or settings.public_url:
+            return False
+        host = next((v for k, v in scope["headers"] if k == b"host"), None)
+        return not host_allowed(
+            None if host is None else host.decode("latin-1"), settings.allowed_hosts
+        )
 
     def _grpc_mount(self, tenant: str) -> AgentMount | None:
         """The agent a gRPC call's ``tenant`` names: by prefix, by name, or the root's."""
@@ -434,8 +466,11 @@ class A2AApp(QuartTrio):
         self, route: tuple[AgentMount, str | None], scope: Any, receive: Any, send: Any
     ) -> None:
         began = time.perf_counter()
-        request = ProtocolRequest(scope, receive)
-        response = await self._answer(route, request)
+        # The body's share of the budget is held until the answer is ready:
+        # a stream relays its events without it.
+        with self.body_budget.share() as share:
+            request = ProtocolRequest(scope, receive, share)
+            response = await self._answer(route, request)
         if self.request_observer is not None:
             mount, rest_path = route
             self.request_observer(

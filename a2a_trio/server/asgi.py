@@ -26,10 +26,12 @@ from ..protocol import (
     InvalidRequestError,
     PayloadTooLargeError,
     RequestTimeoutError,
+    ServerBusyError,
     StreamResponse,
 )
 from ..protocol.sse import KEEPALIVE, format_event
 from ..runtime import TaskEventStream
+from .body_budget import BudgetShare, unbudgeted
 
 __all__ = ["ClientGone", "EventStreamBody", "ProtocolRequest", "ProtocolResponse"]
 
@@ -62,8 +64,10 @@ BODY_PIECE_BYTES = 512
 class ProtocolRequest:
     """One HTTP request as the bindings need it: headers, query, body."""
 
-    def __init__(self, scope: Scope, receive: Receive) -> None:
+    def __init__(self, scope: Scope, receive: Receive, share: BudgetShare | None = None) -> None:
         self.scope = scope
+        #: The request's share of the app's body budget (see :mod:`.body_budget`).
+        self.share = share if share is not None else unbudgeted()
         self.method: str = scope["method"]
         self.path: str = scope["path"]
         self._receive = receive
@@ -157,24 +161,29 @@ class ProtocolRequest:
             raise ClientGone
         return done[0]
 
-    async def body(self, limit: int, time_limit: float = math.inf) -> bytes:
+    async def body(self, limit: int, time_limit: float = math.inf, *, cost: int = 2) -> bytes:
         """The whole body; :class:`PayloadTooLargeError` past ``limit`` bytes.
 
         :class:`RequestTimeoutError` when it has not all arrived ``time_limit``
         seconds after the first read: a client trickling a body would
         otherwise hold its connection, and what it sent so far, for good.
+        Before the body is taken, the request's :attr:`share` of the body
+        budget grows to ``cost`` times its declared length (as it comes
+        without one): the body and what decoding it will cost, at least.
         """
         with trio.move_on_after(time_limit) as deadline:
-            return await self._read_body(limit)
+            return await self._read_body(limit, cost)
         assert deadline.cancelled_caught
         raise RequestTimeoutError(f"The request body did not arrive within {time_limit:g} s")
 
-    async def _read_body(self, limit: int) -> bytes:
+    async def _read_body(self, limit: int, cost: int) -> bytes:
         declared = self.content_length
         if declared is not None and declared > limit:
             raise PayloadTooLargeError(
                 f"Request body of {declared} bytes exceeds the limit of {limit}"
             )
+        if declared:  # the budget's share before any of it is taken
+            await self._hold_or_discard(cost * declared, ended=False)
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -185,6 +194,8 @@ class ProtocolRequest:
             size += len(chunk)
             if size > limit:
                 raise PayloadTooLargeError(f"Request body exceeds the limit of {limit} bytes")
+            # An undeclared length is held as it comes.
+            await self._hold_or_discard(cost * size, ended=not message.get("more_body", False))
             chunks.append(chunk)
             if len(chunks) > BODY_PIECES + size // BODY_PIECE_BYTES:
                 raise InvalidRequestError(
@@ -193,6 +204,27 @@ class ProtocolRequest:
                 )
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+    async def _hold_or_discard(self, size: int, *, ended: bool) -> None:
+        """Hold ``size`` bytes of the budget, or read the rest of the body away and refuse."""
+        try:
+            await self.share.grow_to(size)
+        except ServerBusyError:
+            # Refused before it is kept, but read to its end: a client sends
+            # its whole body before it reads the answer (httpx, most HTTP/1.1
+            # clients), and would otherwise see its connection reset.
+            if not ended:
+                await self._discard_rest()
+            raise
+
+    async def _discard_rest(self) -> None:
+        """Read the rest of the body, keeping none of it."""
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                raise ClientGone
+            if not message.get("more_body", False):
+                return
 
 
 @dataclass(frozen=True, slots=True)

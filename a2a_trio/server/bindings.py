@@ -56,6 +56,7 @@ from .asgi import (
     ProtocolResponse,
 )
 from .auth import RequestCredentials
+from .body_budget import decoding_cost
 from .compat_v0_3 import (
     dumps,
     jsonrpc_event_v0_3,
@@ -65,7 +66,7 @@ from .compat_v0_3 import (
 )
 from .mount import AgentMount, Outcome
 
-__all__ = ["ServerSettings", "base_url", "handle_jsonrpc", "handle_rest"]
+__all__ = ["ServerSettings", "base_url", "handle_jsonrpc", "handle_rest", "rest_error"]
 
 log = logging.getLogger("a2a_trio.server")
 
@@ -73,7 +74,7 @@ VERSION_HEADER = "A2A-Version"
 EXTENSIONS_HEADER = "A2A-Extensions"
 #: Statuses a JSON-RPC error keeps; every other JSON-RPC error travels on 200
 #: (JSON-RPC over HTTP, and what peers' clients expect).
-_JSONRPC_HTTP_STATUSES = frozenset({401, 403, 408, 413})
+_JSONRPC_HTTP_STATUSES = frozenset({401, 403, 408, 413, 503})
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +84,19 @@ class ServerSettings:
     max_body_bytes: int = 10 * 1024 * 1024
     #: Seconds a request body may take to arrive in full (HTTP 408 after).
     body_timeout: float = 30.0
+    #: Bytes of request bodies, and of their decoding, the process holds at
+    #: once across all requests (see :mod:`.body_budget`); past it a request
+    #: waits ``body_budget_wait`` seconds, then is refused (503, Retry-After).
+    body_budget: int = 256 * 1024 * 1024
+    body_budget_wait: float = 1.0
     keepalive_interval: float = 15.0
     card_max_age: int = 300
     #: The address clients use, when it differs from the request's Host.
     public_url: str | None = None
+    #: Without ``public_url``: the hosts a request's Host may name (``host``,
+    #: ``host:port``, ``.domain``, ``*``); any other is refused with 400.
+    #: Empty: every host (the cards then echo whatever a client sends).
+    allowed_hosts: tuple[str, ...] = ()
     #: Once started, move every object that exists (modules, the app, its cards)
     #: out of the garbage collector's sight with ``gc.freeze()`` (after a
     #: collection, and only if nothing is frozen yet). Otherwise each full
@@ -97,6 +107,11 @@ class ServerSettings:
     #: past it the connection (HTTP/1.1), or the stream (HTTP/2), is given up.
     #: hypercorn's connections are the process's, so the last app built sets it.
     send_timeout: float = 60.0
+    #: Seconds a new connection may take to send its first request's line and
+    #: headers, and on HTTP/1.1 each later request's from its first byte; the
+    #: wait between requests is hypercorn's keep_alive_timeout. hypercorn's
+    #: connections are the process's, so the last app built sets it too.
+    header_timeout: float = 10.0
 
 
 def _is_json(content_type: str | None) -> bool:
@@ -257,19 +272,26 @@ def _jsonrpc_error(request_id: Any, error: A2AError, *, v0_3: bool = False) -> P
     member = error_to_v0_3(error) if v0_3 else error.to_jsonrpc()
     body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": member}, separators=(",", ":"))
     status = error.http_status if error.http_status in _JSONRPC_HTTP_STATUSES else 200
-    return _json(body, status, _challenge(error))
+    return _json(body, status, _error_headers(error))
 
 
-def _challenge(error: A2AError) -> dict[str, str] | None:
+def _error_headers(error: A2AError) -> dict[str, str]:
     """The headers an error asks for: an authentication challenge, a time to retry."""
-    headers = {}
+    headers: dict[str, str] = {}
     challenge = getattr(error, "challenge", None)
     if challenge:
         headers["WWW-Authenticate"] = challenge
     retry_after = getattr(error, "retry_after", None)
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)
-    return headers or None
+    return headers
+
+
+async def _read(request: ProtocolRequest, settings: ServerSettings) -> bytes:
+    """The request's body, its share of the body budget grown to what decoding it may cost."""
+    body = await request.body(settings.max_body_bytes, settings.body_timeout)
+    await request.share.grow_to(len(body) + decoding_cost(body))
+    return body
 
 
 async def handle_jsonrpc(
@@ -291,7 +313,7 @@ async def handle_jsonrpc(
                 f"JSON-RPC requests must be sent as {JSON_CONTENT_TYPE}, "
                 f"not {request.content_type or 'an undeclared type'}"
             )
-        body = await request.body(settings.max_body_bytes, settings.body_timeout)
+        body = await _read(request, settings)
         envelope = await _decode(lambda loads: parse_jsonrpc(body, loads), len(body))
         request_id = envelope.id
         limits = mount.host.settings.limits
@@ -341,8 +363,9 @@ async def handle_jsonrpc(
 # --- HTTP+JSON ----------------------------------------------------------------
 
 
-def _rest_error(error: A2AError, *, v0_3: bool = False) -> ProtocolResponse:
-    headers = _challenge(error) or {}
+def rest_error(error: A2AError, *, v0_3: bool = False) -> ProtocolResponse:
+    """``error`` as an HTTP+JSON answer: its status, its AIP-193 body, its headers."""
+    headers = _error_headers(error)
     if isinstance(error, MethodNotAllowedError) and error.allowed:
         headers["Allow"] = ", ".join(error.allowed)
     body = rest_error_to_v0_3(error) if v0_3 else error.to_http()
@@ -360,7 +383,7 @@ async def handle_rest(
             negotiate_version(_version(request))
         body = b""
         if request.method in ("POST", "PUT", "PATCH"):
-            body = await request.body(settings.max_body_bytes, settings.body_timeout)
+            body = await _read(request, settings)
             declared = request.content_type
             if (declared and not _is_json(declared)) or (body.strip() and not declared):
                 raise ContentTypeNotSupportedError(
@@ -380,13 +403,13 @@ async def handle_rest(
         )
     except A2AError as error:
         request.outcome = error.spec.reason
-        return _rest_error(error, v0_3=v0_3)
+        return rest_error(error, v0_3=v0_3)
     except ClientGone:
         raise
     except Exception:
         log.exception("HTTP+JSON request failed")
         request.outcome = InternalError.spec.reason
-        return _rest_error(InternalError(), v0_3=v0_3)
+        return rest_error(InternalError(), v0_3=v0_3)
     if isinstance(outcome, TaskEventStream):
         if v0_3:
             return _event_stream(

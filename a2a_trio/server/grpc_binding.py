@@ -50,6 +50,7 @@ from ..protocol.versions import negotiate_version
 from ..runtime import TaskEventStream
 from .asgi import ClientGone, ProtocolRequest, Receive, Scope, Send
 from .bindings import ServerSettings, _extensions, base_url, credentials_of
+from .body_budget import BodyBudget, unbudgeted
 from .mount import AgentMount
 
 __all__ = ["is_grpc", "serve_grpc"]
@@ -127,14 +128,35 @@ async def serve_grpc(
     tenants: Tenants,
     settings: ServerSettings,
     observer: Callable[[str, str, str, str, float], None] | None = None,
+    budget: BodyBudget | None = None,
+    guard: AgentMount | None = None,
 ) -> None:
     """Answer one gRPC call, whatever happens to it.
 
     ``observer`` is told of it as the JSON bindings tell theirs (binding
     ``grpc``; the time is until the response began: a stream's first message).
+    The call holds its share of ``budget`` (its body, then what decoding it
+    costs) until it ends; past the budget it ends RESOURCE_EXHAUSTED. A call
+    to a tenant no agent serves is authenticated as ``guard``'s calls are (a
+    secured agent's), so that an unauthenticated caller gets the same answer
+    for an unknown tenant as for a real one: it learns no agent's name.
     """
+    with budget.share() if budget is not None else unbudgeted() as share:
+        request = ProtocolRequest(scope, receive, share)
+        await _serve(request, receive, send, tenants, settings, observer, guard)
+
+
+async def _serve(
+    request: ProtocolRequest,
+    receive: Receive,
+    send: Send,
+    tenants: Tenants,
+    settings: ServerSettings,
+    observer: Callable[[str, str, str, str, float], None] | None,
+    guard: AgentMount | None,
+) -> None:
     began = time.perf_counter()
-    request = ProtocolRequest(scope, receive)
+    scope = request.scope
     reply = _Reply(send)
     code, text, details = GrpcStatus.OK, "", None
     outcome = "ok"
@@ -142,7 +164,7 @@ async def serve_grpc(
         method = method_at(scope["path"])
         timeout = parse_timeout(request.header("grpc-timeout"))
         with trio.move_on_after(math.inf if timeout is None else timeout) as deadline:
-            await _call(request, receive, method, tenants, settings, reply)
+            await _call(request, receive, method, tenants, settings, reply, guard)
         if deadline.cancelled_caught:
             code, text = GrpcStatus.DEADLINE_EXCEEDED, "Deadline exceeded"
     except ClientGone:
@@ -172,9 +194,11 @@ async def _call(
     tenants: Tenants,
     settings: ServerSettings,
     reply: _Reply,
+    guard: AgentMount | None,
 ) -> None:
     reply.operation = method.operation.value
-    body = await request.body(settings.max_body_bytes, settings.body_timeout)
+    # Held for the body, the message and the fields read from it.
+    body = await request.body(settings.max_body_bytes, settings.body_timeout, cost=3)
     messages = read_frames(body)
     if len(messages) != 1:
         raise GrpcError(
@@ -182,14 +206,16 @@ async def _call(
             f"{method.operation.value} takes exactly one request message, not {len(messages)}",
         )
     message = decode_message(messages[0], method.request)
-    tenant: str = getattr(message, "tenant", "")
-    mount = tenants(tenant)
-    if mount is None:
-        raise GrpcError(GrpcStatus.NOT_FOUND, f"No agent serves the tenant {tenant!r}")
-    reply.agent = mount.name
     version = request.header("a2a-version")
     if version is not None and version.strip():
         negotiate_version(version, supported=_GRPC_VERSIONS)
+    tenant: str = getattr(message, "tenant", "")
+    mount = tenants(tenant)
+    if mount is None:
+        if guard is not None:  # UNAUTHENTICATED as from a real agent, if it is
+            await guard.authenticate(credentials_of(request))
+        raise GrpcError(GrpcStatus.NOT_FOUND, f"No agent serves the tenant {tenant!r}")
+    reply.agent = mount.name
     outcome = await _perform(request, mount, settings, method.operation, message)
     if isinstance(outcome, TaskEventStream):
         await _relay(outcome, receive, reply)

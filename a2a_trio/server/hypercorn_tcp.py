@@ -4,7 +4,8 @@ hypercorn (0.17 and 0.18, the newest) serves each connection of its trio
 worker with a ``TCPServer``: a task that reads the socket and hands the
 bytes to the connection's protocol (HTTP/1.1, or HTTP/2 after an upgrade),
 in a nursery that also holds the protocol's tasks and an idle timer.
-:class:`MendedTCPServer` removes three faults of it:
+:class:`MendedTCPServer` removes three faults of it, and adds a header
+timeout (4):
 
 1. **One connection's fault ends the server.** An exception out of a
    connection's tasks leaves ``TCPServer.run`` and reaches the worker's
@@ -31,6 +32,15 @@ in a nursery that also holds the protocol's tasks and an idle timer.
    a write that cannot hand :data:`.hypercorn_h2.SEND_PROGRESS` bytes to the
    client within ``send_timeout`` seconds (:func:`install`) closes the
    connection.
+4. **A request's head has as long as an idle connection.** hypercorn times
+   a request line and headers with the idle timer, ``keep_alive_timeout``:
+   75 s under ``a2a-trio serve``, so that clients, not the server, close
+   idle connections. But then 1,008 clients that connect and send their
+   headers slowly, or nothing, held a 1,024-descriptor process for 75 s.
+   Here a new connection must complete its first request's head within
+   ``header_timeout`` seconds (:func:`install`), and on HTTP/1.1 each later
+   request's head within that long of its first byte; only the wait between
+   requests is ``keep_alive_timeout`` long.
 
 :func:`install` puts the class where hypercorn's trio worker finds it;
 :class:`a2a_trio.A2AApp` installs it when it is built (before the worker
@@ -40,14 +50,20 @@ versions it was written against (:data:`.hypercorn_h2.MENDED_VERSIONS`).
 
 from __future__ import annotations
 
+import math
+
 import hypercorn.trio.run
 import trio
 from hypercorn.events import Closed, Event, RawData, Updated
-from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.protocol.h11 import H11Protocol
+from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
 
 from .hypercorn_h2 import SEND_PROGRESS, SEND_TIMEOUT, mendable
 
-__all__ = ["MendedTCPServer", "install", "installed"]
+__all__ = ["HEADER_TIMEOUT", "MendedTCPServer", "install", "installed"]
+
+#: Seconds a request line and headers may take (see the module docstring, 4).
+HEADER_TIMEOUT = 10.0
 
 
 class MendedTCPServer(TCPServer):
@@ -56,6 +72,11 @@ class MendedTCPServer(TCPServer):
     _reading = True
     #: Seconds a write may take to hand SEND_PROGRESS bytes over (fault 3; set by install).
     send_timeout = SEND_TIMEOUT
+    #: Seconds a request's head may take (4; set by install; never past keep_alive_timeout).
+    header_timeout = HEADER_TIMEOUT
+    #: Whether the idle timer runs between requests (keep_alive_timeout) rather
+    #: than for a request's head (header_timeout): not before the first answer.
+    _between_requests = False
 
     # -- fault 1: a connection's fault closes that connection -------------------
 
@@ -69,7 +90,21 @@ class MendedTCPServer(TCPServer):
     # -- fault 2: no idle timer once the client is gone --------------------------
 
     async def _read_data(self) -> None:
-        await super()._read_data()
+        # hypercorn's loop (TCPServer._read_data), with the head's timer (4).
+        while True:
+            try:
+                with trio.fail_after(self.config.read_timeout or math.inf):
+                    data = await self.stream.receive_some(MAX_RECV)
+            except (trio.ClosedResourceError, trio.BrokenResourceError, trio.TooSlowError):
+                break
+            if data and self._between_requests and isinstance(self.protocol.protocol, H11Protocol):
+                # The first byte of the next request: its head is timed now.
+                self._between_requests = False
+                await self.idle_task.restart(self._task_group, self._idle_timeout)
+            await self.protocol.handle(RawData(bytes(data)))
+            if data == b"":
+                break
+        await self.protocol.handle(Closed())
         # The client closed (or the read failed) and the protocol was told:
         # the connection ends with its last stream, and an idle timer would
         # only keep its socket open until it ran out.
@@ -82,7 +117,20 @@ class MendedTCPServer(TCPServer):
         elif isinstance(event, Updated) and not self._reading:
             return  # a stream ending after the client left restarts no timer
         else:
+            if isinstance(event, Updated):
+                self._between_requests = event.idle
             await super().protocol_send(event)
+
+    # -- 4: a request's head is timed apart from the wait between requests -------
+
+    async def _idle_timeout(self) -> None:
+        limit = self.config.keep_alive_timeout
+        if not self._between_requests:
+            limit = min(limit, self.header_timeout)
+        with trio.move_on_after(limit):
+            await self.context.terminated.wait()
+        with trio.CancelScope(shield=True):
+            await self._initiate_server_close()
 
     # -- fault 3: a client that takes nothing is let go ---------------------------
 
@@ -112,15 +160,17 @@ def installed() -> bool:
     return vars(hypercorn.trio.run)["TCPServer"] is MendedTCPServer
 
 
-def install(send_timeout: float = SEND_TIMEOUT) -> bool:
+def install(send_timeout: float = SEND_TIMEOUT, header_timeout: float = HEADER_TIMEOUT) -> bool:
     """Make hypercorn's trio worker serve connections with :class:`MendedTCPServer`.
 
     ``send_timeout``: seconds a write may take to hand ``SEND_PROGRESS`` bytes
-    to the client (fault 3), for every connection of the process from now on.
+    to the client (fault 3); ``header_timeout``: seconds a request's head may
+    take (4); for every connection of the process from now on.
     Idempotent; effective for the servers started after it. Returns whether it
     is installed: not for a hypercorn release outside ``MENDED_VERSIONS``.
     """
     MendedTCPServer.send_timeout = send_timeout
+    MendedTCPServer.header_timeout = header_timeout
     if mendable():
         # Where worker_serve looks the class up when it starts listening.
         setattr(hypercorn.trio.run, "TCPServer", MendedTCPServer)  # noqa: B010

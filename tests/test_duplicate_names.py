@@ -1,0 +1,91 @@
+"""A JSON object that names a member twice is a parse error on every JSON binding (issue 31).
+
+Python's parser keeps the last: ``"method":"GetTask","method":"SendMessage"``
+sent a message past whatever read the first name (a proxy, a log, a filter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from a2a_trio import A2AApp
+
+from .agents import ScriptedExecutor
+from .conftest import LiveServer, live_server, make_card
+
+EXECUTOR = ScriptedExecutor()
+MESSAGE = '{"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "echo hi"}]}'
+MESSAGE_V0_3 = (
+    '{"messageId": "m-1", "role": "user", "kind": "message",'
+    ' "parts": [{"kind": "text", "text": "echo hi"}]}'
+)
+
+
+def mount(app: A2AApp) -> None:
+    app.mount("", card=make_card(), executor=EXECUTOR)
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[LiveServer]:
+    EXECUTOR.executions = 0
+    async with live_server(tmp_path, mount) as live:
+        yield live
+
+
+async def post(server: LiveServer, path: str, body: str, version: str | None) -> httpx.Response:
+    headers = {"Content-Type": "application/json", "A2A-Version": version or ""}
+    return await server.client.post(path, content=body.encode(), headers=headers)
+
+
+@pytest.mark.parametrize(
+    ("version", "body"),
+    [
+        (
+            "1.0",
+            '{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "method": "SendMessage",'
+            f' "params": {{"message": {MESSAGE}}}}}',
+        ),
+        (
+            "1.0",
+            '{"jsonrpc": "2.0", "id": 1, "method": "SendMessage",'
+            f' "params": {{"message": {MESSAGE}, "message": {MESSAGE}}}}}',
+        ),
+        (
+            None,
+            '{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "method": "message/send",'
+            f' "params": {{"message": {MESSAGE_V0_3}}}}}',
+        ),
+    ],
+    ids=["method", "params", "v0.3"],
+)
+async def test_a_jsonrpc_call_naming_a_member_twice_is_a_parse_error(
+    server: LiveServer, version: str | None, body: str
+) -> None:
+    response = await post(server, "/jsonrpc", body, version)
+
+    error = response.json()["error"]
+    assert error["code"] == -32700
+    assert "appears twice" in error["message"]
+    assert EXECUTOR.executions == 0
+
+
+@pytest.mark.parametrize(
+    ("version", "path", "body"),
+    [
+        ("1.0", "/rest/message:send", f'{{"message": {MESSAGE}, "message": {MESSAGE}}}'),
+        (None, "/rest/v1/message:send", f'{{"message": {MESSAGE_V0_3}, "message": {{}}}}'),
+    ],
+    ids=["1.0", "v0.3"],
+)
+async def test_an_http_json_body_naming_a_member_twice_is_a_parse_error(
+    server: LiveServer, version: str | None, path: str, body: str
+) -> None:
+    response = await post(server, path, body, version)
+
+    assert response.status_code == 400
+    assert "appears twice" in response.text
+    assert EXECUTOR.executions == 0
