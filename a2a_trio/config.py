@@ -190,6 +190,9 @@ class AgentSettings(_Section):
     well_known: bool | None = None
     #: Serve protocol 0.3 clients too (docs/compatibility.md).
     compat_0_3: bool = True
+    #: Answer a card request without ``A2A-Version`` at the default card path
+    #: with the card holding the 0.3 keys too (docs/compatibility.md).
+    default_card_0_3: bool = False
     #: ``queued``: executions run on ``a2a-trio worker`` processes (PostgreSQL).
     execution: Literal["inline", "queued"] = "inline"
     #: Serve the gRPC binding too, on the same port over HTTP/2 (docs/protocol.md).
@@ -359,6 +362,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
                 authenticators=authenticators,
                 guard=settings.guard,
                 compat_v0_3=agent.compat_0_3,
+                default_card_v0_3=agent.default_card_0_3,
                 execution=agent.execution,
                 grpc=agent.grpc,
             )

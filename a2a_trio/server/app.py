@@ -34,7 +34,7 @@ from .asgi import (
     ProtocolResponse,
 )
 from .auth import Authenticator, CardGuard
-from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest
+from .bindings import VERSION_HEADER, ServerSettings, base_url, handle_jsonrpc, handle_rest
 from .cards import (
     CardSource,
     ServedCard,
@@ -201,6 +201,7 @@ class A2AApp(QuartTrio):
         guard: str | None = None,
         authenticate: Authenticate | None = None,
         compat_v0_3: bool = True,
+        default_card_v0_3: bool = False,
         execution: Literal["inline", "queued"] = "inline",
         grpc: bool = True,
     ) -> AgentMount:
@@ -224,7 +225,13 @@ class A2AApp(QuartTrio):
         ``compat_v0_3`` (the default) serves protocol 0.3 clients too: its
         JSON-RPC methods, its HTTP+JSON paths under ``{prefix}/rest/v1/``,
         and the card with its 0.3 keys at ``{prefix}/.well-known/agent.json``
-        (docs/compatibility.md). False serves 1.0 only.
+        (docs/compatibility.md). False serves 1.0 only. At
+        ``/.well-known/agent-card.json`` a request naming ``A2A-Version: 0.3``
+        gets that card too, and so does one naming no version when
+        ``default_card_v0_3`` is set (or the card lists a 0.3 interface): what
+        deployed 0.3 clients read with their default card resolution. It is
+        off by default because the conformance kit fetches the card without
+        ``A2A-Version`` and refuses any key the 1.0 card does not define.
 
         ``execution="queued"`` runs the agent's executions on ``a2a-trio
         worker`` processes instead of the process a message reaches, when
@@ -295,6 +302,7 @@ class A2AApp(QuartTrio):
             challenge=card_guard.challenge(),
             signer=self.card_signer,
             compat_v0_3=compat_v0_3,
+            default_card_v0_3=default_card_v0_3,
             grpc=grpc,
         )
         self.mounts[name] = mount
@@ -333,11 +341,13 @@ class A2AApp(QuartTrio):
 
             async def card_view(v0_3: bool = v0_3) -> Response:
                 # GET is answered in __call__; this serves HEAD (and OPTIONS) the same way.
+                version = request.headers.get(VERSION_HEADER, request.args.get(VERSION_HEADER))
                 status, body, headers = card_response(
                     served,
                     base_url(request, settings),
                     request.headers.get("If-None-Match"),
-                    v0_3=v0_3,
+                    v0_3=v0_3 or mount.card_is_v0_3(version),
+                    negotiated=mount.compat_v0_3 and not v0_3,
                 )
                 if status == 304:
                     return Response(b"", status=304, headers=headers)
@@ -402,11 +412,15 @@ class A2AApp(QuartTrio):
     ) -> None:
         """GET of a card, the most frequent request after messages (clients poll it)."""
         request = ProtocolRequest(scope, receive)
+        version = request.header(VERSION_HEADER)
+        if version is None:
+            version = request.query.get(VERSION_HEADER)
         status, body, headers = card_response(
             mount.card,
             base_url(request, self.a2a_settings),
             request.header("If-None-Match"),
-            v0_3=v0_3,
+            v0_3=v0_3 or mount.card_is_v0_3(version),
+            negotiated=mount.compat_v0_3 and not v0_3,
         )
         content_type = JSON_CONTENT_TYPE if status == 200 else None
         await ProtocolResponse(status, body, content_type, headers).send(send, receive)

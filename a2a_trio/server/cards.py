@@ -226,11 +226,22 @@ class ServedCard:
 
 
 def card_response(
-    served: ServedCard, base_url: str, if_none_match: str | None, *, v0_3: bool = False
+    served: ServedCard,
+    base_url: str,
+    if_none_match: str | None,
+    *,
+    v0_3: bool = False,
+    negotiated: bool = False,
 ) -> tuple[int, bytes, dict[str, str]]:
-    """Status, body and headers of a card GET: 304 when ``If-None-Match`` names its ETag."""
+    """Status, body and headers of a card GET: 304 when ``If-None-Match`` names its ETag.
+
+    ``negotiated``: which form is served depends on the request's
+    ``A2A-Version``, so caches are told so (``Vary``).
+    """
     body, etag = served.render(base_url, v0_3=v0_3)
     headers = served.headers(etag) | {"Access-Control-Allow-Origin": "*"}
+    if negotiated:
+        headers["Vary"] = "A2A-Version"
     match = (if_none_match or "").strip()
     if match and (match == "*" or etag in (tag.strip() for tag in match.split(","))):
         return 304, b"", headers

@@ -1,8 +1,8 @@
 // @a2a-js/sdk 0.3 against a live a2a-trio server: every operation, on one binding.
 //
 // Started by tests/test_v0_3_clients.py with node, next to its node_modules.
-// Reads its instructions as JSON on stdin: url (the server), card_path (where
-// its 0.3 card is), transport
+// Reads its instructions as JSON on stdin: url (the server's base URL: the
+// card is resolved the SDK's default way), transport
 // ("JSONRPC" or "HTTP+JSON"), webhook (a receiver's URL) and v1_task (the id
 // of a "loop" task a 1.0 client started). Prints what it saw as one JSON object
 // on stdout; the test file asserts on it. Nothing here judges: the scenarios
@@ -37,7 +37,7 @@ async function main(instructions, seen) {
   const options = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
     preferredTransports: [instructions.transport],
   });
-  const client = await new ClientFactory(options).createFromUrl(instructions.url, instructions.card_path);
+  const client = await new ClientFactory(options).createFromUrl(instructions.url);
   seen.transport = client.transport.constructor.name;
 
   const task = await client.sendMessage({ message: message("echo hello") });

@@ -2,8 +2,8 @@
 
 Runs in a virtual environment of its own (a2a-sdk 0.3 and 1.x share a package
 name), started by tests/test_v0_3_clients.py. Reads its instructions as JSON on
-stdin: ``url`` (the server), ``card_path`` (where its 0.3 card is),
-``transport`` (``JSONRPC`` or ``HTTP+JSON``), ``webhook`` (a receiver's URL)
+stdin: ``url`` (the server's base URL: the card is resolved the SDK's
+default way), ``transport`` (``JSONRPC`` or ``HTTP+JSON``), ``webhook`` (a receiver's URL)
 and ``v1_task`` (the id of a ``loop`` task a 1.0 client started). Prints what
 it saw as one JSON object on stdout; the test file asserts on it. Nothing here
 judges: the scenarios only record.
@@ -133,9 +133,7 @@ async def main(instructions: dict[str, Any], seen: dict[str, Any]) -> None:
     """Run every scenario in order, recording into ``seen`` as it goes."""
     transport = instructions["transport"]
     async with httpx.AsyncClient(timeout=30.0) as http:
-        card = await A2ACardResolver(
-            http, instructions["url"], agent_card_path=instructions["card_path"]
-        ).get_agent_card()
+        card = await A2ACardResolver(http, instructions["url"]).get_agent_card()
         seen["card"] = dump(card)
 
         def client(*, streaming: bool) -> Any:
