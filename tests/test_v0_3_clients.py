@@ -207,7 +207,7 @@ def seen(
         reports[client, binding] = json.loads(done.stdout)
     report = reports[client, binding]
     assert "error" not in report, report["error"]
-    report["binding"] = binding
+    report["binding"], report["client"] = binding, client
     return report
 
 
@@ -285,6 +285,35 @@ def test_get_of_an_unknown_task_is_task_not_found(seen: dict[str, Any]) -> None:
 
 def test_resubscribe_follows_a_running_task(seen: dict[str, Any]) -> None:
     assert seen["resubscribe"] == ["task", "status-update:working"]
+
+
+def test_resubscribing_to_an_unknown_task_is_task_not_found(seen: dict[str, Any]) -> None:
+    # The error comes inside the event stream on JSON-RPC (a2a-sdk 0.3 refuses
+    # any other answer to a streaming call as an invalid SSE response) and as
+    # the HTTP status on HTTP+JSON (a2a-sdk 0.3's REST client reads every SSE
+    # frame as an event, so an error frame would be a ParseError there).
+    # a2a-sdk 0.3's REST resubscribe never looks at the status: any answer
+    # that is not SSE is its A2AClientHTTPError 400 (its own server breaks
+    # the stream off instead, which it reports as a 503).
+    expected = {
+        ("a2a-sdk", "JSONRPC"): {"code": -32001},
+        ("a2a-sdk", "HTTP+JSON"): {"status": 400},
+        ("a2a-js", "JSONRPC"): {"error": "TaskNotFoundJSONRPCError", "typed": "cause"},
+        ("a2a-js", "HTTP+JSON"): {"error": "TaskNotFoundError", "typed": "thrown"},
+    }[seen["client"], seen["binding"]]
+    got = seen["resubscribe_unknown"]
+    assert {key: got.get(key) for key in expected} == expected, got
+
+
+def test_streaming_to_a_finished_task_is_unsupported_operation(seen: dict[str, Any]) -> None:
+    expected = {
+        ("a2a-sdk", "JSONRPC"): {"code": -32004},
+        ("a2a-sdk", "HTTP+JSON"): {"status": 400},
+        ("a2a-js", "JSONRPC"): {"error": "UnsupportedOperationJSONRPCError", "typed": "cause"},
+        ("a2a-js", "HTTP+JSON"): {"error": "UnsupportedOperationError", "typed": "thrown"},
+    }[seen["client"], seen["binding"]]
+    got = seen["stream_to_finished"]
+    assert {key: got.get(key) for key in expected} == expected, got
 
 
 def test_cancel_ends_the_task_canceled(seen: dict[str, Any]) -> None:

@@ -164,6 +164,22 @@ async def test_the_0_3_card_keeps_every_1_0_field_and_adds_the_0_3_ones(tmp_path
 # --- streams ----------------------------------------------------------------------------
 
 
+async def test_a_0_3_streaming_method_answers_its_error_inside_the_event_stream(
+    tmp_path: Path,
+) -> None:
+    # As a2a-sdk 0.3's server does: its client reads nothing but SSE there.
+    async with live_server(tmp_path, serve_scripted()) as server, client_v0_3(server) as client:
+        body = {"jsonrpc": "2.0", "id": 7, "method": "tasks/resubscribe", "params": {"id": "none"}}
+        response = await client.post("/jsonrpc", json=body)
+        one_zero = await server.jsonrpc("SubscribeToTask", {"id": "none"})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    [frame] = [line for line in response.text.splitlines() if line]
+    answer = json.loads(frame.removeprefix("data: "))
+    assert (answer["id"], answer["error"]["code"]) == (7, -32001)
+    assert one_zero["error"]["code"] == -32001  # 1.0 keeps its plain JSON error
+
+
 async def test_every_0_3_frame_is_one_data_line_even_when_the_text_has_newlines(
     tmp_path: Path,
 ) -> None:

@@ -33,6 +33,21 @@ async function collect(stream, count) {
   return { names, events };
 }
 
+// How a stream that should fail failed: the class of the error, or of its cause
+// (@a2a-js/sdk 0.3's JSON-RPC transport wraps the typed error of an error
+// that came inside the stream in a plain Error, as its cause).
+async function streamError(stream) {
+  try {
+    for await (const _ of stream) {
+      // drain
+    }
+  } catch (error) {
+    const typed = error.constructor.name === "Error" && error.cause ? error.cause : error;
+    return { error: typed.constructor.name, typed: typed !== error ? "cause" : "thrown", message: String(error.message).slice(0, 200) };
+  }
+  return { error: "none" };
+}
+
 async function main(instructions, seen) {
   const options = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
     preferredTransports: [instructions.transport],
@@ -57,6 +72,10 @@ async function main(instructions, seen) {
   const looping = (await collect(client.sendMessageStream({ message: message("loop") }), 1)).events[0];
   seen.resubscribe = (await collect(client.resubscribeTask({ id: looping.id }), 2)).names;
   seen.cancel = await client.cancelTask({ id: looping.id });
+  seen.resubscribe_unknown = await streamError(client.resubscribeTask({ id: "no-such-task" }));
+  seen.stream_to_finished = await streamError(
+    client.sendMessageStream({ message: message("echo again", task.id, task.contextId) }),
+  );
 
   const asked = await client.sendMessage({ message: message("ask") });
   seen.ask = asked;

@@ -90,6 +90,21 @@ async def resubscribed(client: Any, task_id: str, count: int | None = None) -> l
     return names
 
 
+async def stream_error(events: Any) -> dict[str, Any]:
+    """How a stream that should fail failed: the JSON-RPC code, the HTTP status, or else what."""
+    try:
+        async with aclosing(events) as stream:
+            async for _ in stream:
+                pass
+    except A2AClientJSONRPCError as error:
+        return {"code": error.error.code}
+    except A2AClientHTTPError as error:
+        return {"status": error.status_code, "message": error.message[:200]}
+    except Exception as error:  # recorded, so that the test shows what came instead
+        return {"other": f"{type(error).__name__}: {error}"[:300]}
+    return {"other": "no error"}
+
+
 async def list_configs(client: Any, transport: str, task_id: str) -> list[dict[str, Any]]:
     wire = client._transport
     if transport == "JSONRPC":
@@ -165,6 +180,12 @@ async def main(instructions: dict[str, Any], seen: dict[str, Any]) -> None:
         looping = await first_event_then_leave(streaming, "loop")
         seen["resubscribe"] = await resubscribed(streaming, looping.id, count=2)
         seen["cancel"] = dump(await blocking.cancel_task(TaskIdParams(id=looping.id)))
+        seen["resubscribe_unknown"] = await stream_error(
+            streaming.resubscribe(TaskIdParams(id="no-such-task"))
+        )
+        seen["stream_to_finished"] = await stream_error(
+            streaming.send_message(message("echo again", task.id, task.context_id))
+        )
 
         [(asked, _)] = [event async for event in blocking.send_message(message("ask"))]
         seen["ask"] = dump(asked)
