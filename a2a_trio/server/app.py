@@ -44,6 +44,7 @@ from .cards import (
     resolve_card,
 )
 from .grpc_binding import is_grpc, serve_grpc
+from .grpc_services import is_standard_service, serve_standard_service
 from .health import HEALTH_PATH, liveness, readiness
 from .mount import AgentMount, Authenticate
 
@@ -383,6 +384,9 @@ class A2AApp(QuartTrio):
             return
         if scope["type"] == "http":
             if is_grpc(scope):
+                if is_standard_service(scope["path"]):
+                    await serve_standard_service(scope, receive, send, self._takes_work)
+                    return
                 await serve_grpc(scope, receive, send, self._grpc_mount, self.a2a_settings)
                 return
             route = self._protocol_route(scope["path"])
@@ -394,6 +398,11 @@ class A2AApp(QuartTrio):
                 await self._serve_card(*card_route, scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+    async def _takes_work(self) -> bool:
+        """What ``/_a2a/health/ready`` answers, as gRPC health reports it."""
+        status, _ = await readiness(self)
+        return status == 200
 
     def _grpc_mount(self, tenant: str) -> AgentMount | None:
         """The agent a gRPC call's ``tenant`` names: by prefix, by name, or the root's."""
