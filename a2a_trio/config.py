@@ -138,6 +138,10 @@ class SigningSection(_Section):
     key_file: str
     kid: str = Field(min_length=1)
     jku: str | None = None
+    #: Serve the empty values spec 8.4.1 keeps ("capabilities": {}, a scheme
+    #: required with no scopes): a2a-sdk and @a2a-js/sdk 1.3 then fail to
+    #: verify the card (they drop them before canonicalising).
+    keep_empty: bool = False
 
 
 class SchemeSettings(_Section):
@@ -303,7 +307,13 @@ def _card_signer(signing: SigningSection | None) -> CardSigner | None:
     except OSError as error:
         raise ConfigError(f"signing.key_file: cannot read {signing.key_file}: {error}") from None
     try:
-        return CardSigner(pem, algorithm=signing.algorithm, kid=signing.kid, jku=signing.jku)
+        return CardSigner(
+            pem,
+            algorithm=signing.algorithm,
+            kid=signing.kid,
+            jku=signing.jku,
+            keep_empty=signing.keep_empty,
+        )
     except ValueError as error:
         raise ConfigError(f"signing.key_file: {signing.key_file}: {error}") from None
 

@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException
 
 from ..adapters.asyncio import AsyncioAgentExecutor, AsyncioBridge
 from ..protocol import AgentCard
-from ..protocol.signing import CardSigner, signed_payload
+from ..protocol.signing import CardSigner
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
 from ..runtime.cluster import Cluster
@@ -39,6 +39,7 @@ from .cards import (
     CardSource,
     ServedCard,
     card_response,
+    check_signable,
     grpc_tenant,
     import_object,
     resolve_card,
@@ -274,7 +275,7 @@ class A2AApp(QuartTrio):
             # extension params, say) stops start-up, not its first GET.
             for signed in (public_card, resolved_extended):
                 if signed is not None:
-                    signed_payload(signed.to_wire())
+                    check_signable(signed, self.card_signer)
         host = AgentHost(
             name=name,
             executor=_resolve_executor(executor),
