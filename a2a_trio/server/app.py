@@ -7,6 +7,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,11 +28,13 @@ from ..store.postgres import PoolSettings
 from ..store.url import DatabaseLocation
 from . import hypercorn_h2, hypercorn_tcp
 from .asgi import (
+    A2A_JSON_CONTENT_TYPE,
     JSON_CONTENT_TYPE,
     ClientGone,
     EventStreamBody,
     ProtocolRequest,
     ProtocolResponse,
+    answers_a2a_json,
 )
 from .auth import Authenticator, CardGuard
 from .bindings import VERSION_HEADER, ServerSettings, base_url, handle_jsonrpc, handle_rest
@@ -441,6 +444,12 @@ class A2AApp(QuartTrio):
         began = time.perf_counter()
         request = ProtocolRequest(scope, receive)
         response = await self._answer(route, request)
+        if (
+            response is not None
+            and response.content_type == JSON_CONTENT_TYPE
+            and answers_a2a_json(request.header("Accept"))
+        ):
+            response = replace(response, content_type=A2A_JSON_CONTENT_TYPE)
         if self.request_observer is not None:
             mount, rest_path = route
             self.request_observer(
