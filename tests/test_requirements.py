@@ -29,7 +29,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from hypercorn.config import Config
-from hypercorn.trio import serve
 from jwt.api_jws import PyJWS
 from jwt.utils import base64url_decode
 
@@ -42,7 +41,7 @@ from a2a_trio.server.auth import BearerAuthenticator
 
 from .agents import ScriptedExecutor
 from .callers import BEARER, secured_card
-from .conftest import LiveServer, live_server, make_card, user_message
+from .conftest import LiveServer, live_server, make_card, served, user_message
 from .test_card_signing import private_key, private_pem, public_pem
 from .test_grpc_binding import Channel, send_request
 
@@ -155,17 +154,8 @@ async def tls_server(tmp_path: Path) -> AsyncIterator[tuple[str, Path]]:
     config.bind = ["127.0.0.1:0"]
     config.certfile, config.keyfile = str(cert), str(key)
     config.accesslog = None
-    stop = trio.Event()
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(
-            lambda task_status: serve(
-                app, config, shutdown_trigger=stop.wait, task_status=task_status
-            )
-        )
-        try:
-            yield binds[0].replace("127.0.0.1", "localhost"), cert
-        finally:
-            stop.set()
+    async with served(app, config) as url:
+        yield url.replace("127.0.0.1", "localhost"), cert
 
 
 async def test_auth_tls_001_every_http_binding_is_served_over_https(tmp_path: Path) -> None:
@@ -230,16 +220,16 @@ async def test_grpc_svc_003_grpc_is_served_over_http2_with_tls(tmp_path: Path) -
 # --- authentication on every request, on every binding -----------------------------------
 
 
-async def unauthenticated_answers(server: LiveServer) -> dict[str, Any]:
-    """GetTask without credentials on each binding."""
-    jsonrpc = await server.jsonrpc("GetTask", {"id": "t"})
-    rest = await server.rest("GET", "/tasks/t")
+async def failed_get_on_each_binding(server: LiveServer, task_id: str) -> tuple[Any, Any, Any]:
+    """A failed GetTask on each binding: JSON-RPC body, HTTP response, gRPC error."""
+    jsonrpc = await server.jsonrpc("GetTask", {"id": task_id})
+    rest = await server.rest("GET", f"/tasks/{task_id}")
     channel = Channel(server)
     try:
-        failure = await channel.failure("GetTask", a2a_pb2.GetTaskRequest(id="t"), "Task")
+        failure = await channel.failure("GetTask", a2a_pb2.GetTaskRequest(id=task_id), "Task")
     finally:
         channel.close()
-    return {"jsonrpc": jsonrpc, "rest": rest, "grpc": failure.code()}
+    return jsonrpc, rest, failure
 
 
 async def test_auth_server_002_every_operation_without_credentials_is_refused(
@@ -255,7 +245,7 @@ async def test_auth_server_002_every_operation_without_credentials_is_refused(
 
 async def test_bind_equiv_004_each_binding_takes_the_card_s_scheme(tmp_path: Path) -> None:
     async with live_server(tmp_path, secured) as server:
-        refused = await unauthenticated_answers(server)
+        refused_rpc, refused_rest, refused_grpc = await failed_get_on_each_binding(server, "t")
         token = {"Authorization": "Bearer alice-token"}
         sent = await server.jsonrpc(
             "SendMessage", {"message": user_message("echo hi")}, headers=token
@@ -272,9 +262,9 @@ async def test_bind_equiv_004_each_binding_takes_the_card_s_scheme(tmp_path: Pat
             )
         finally:
             channel.close()
-    assert refused["jsonrpc"]["error"]["code"] == -32010
-    assert refused["rest"].status_code == 401
-    assert refused["grpc"] == grpc.StatusCode.UNAUTHENTICATED
+    assert refused_rpc["error"]["code"] == -32010
+    assert refused_rest.status_code == 401
+    assert refused_grpc.code() == grpc.StatusCode.UNAUTHENTICATED
     assert rest.status_code == 200 and task.id == task_id
 
 
@@ -322,13 +312,7 @@ async def test_bind_equiv_002_each_binding_answers_the_same_task(tmp_path: Path)
 
 async def test_bind_equiv_003_each_binding_maps_an_error_the_same_way(tmp_path: Path) -> None:
     async with live_server(tmp_path, scripted) as server:
-        jsonrpc = await server.jsonrpc("GetTask", {"id": "none"})
-        rest = await server.rest("GET", "/tasks/none")
-        channel = Channel(server)
-        try:
-            failure = await channel.failure("GetTask", a2a_pb2.GetTaskRequest(id="none"), "Task")
-        finally:
-            channel.close()
+        jsonrpc, rest, failure = await failed_get_on_each_binding(server, "none")
     from .test_grpc_binding import error_info
 
     reasons = {

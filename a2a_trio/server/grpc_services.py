@@ -27,7 +27,7 @@ from ..protocol.grpc_services import (
     served_services,
 )
 from ..protocol.grpc_wire import FrameError, GrpcError, GrpcStatus, take_frames
-from .asgi import ClientGone, Receive, Scope, Send
+from .asgi import ClientGone, Receive, Scope, Send, _cancel_on_disconnect
 from .grpc_binding import _Reply
 
 __all__ = ["WATCH_INTERVAL", "is_standard_service", "serve_standard_service"]
@@ -116,13 +116,7 @@ async def _watch(receive: Receive, reply: _Reply, ready: Ready) -> None:
     """The status now, then each change, until the client leaves (the health protocol)."""
     service = health_request_service(await _one_request(receive))
     async with trio.open_nursery() as nursery:
-
-        async def leave_with_the_client() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(leave_with_the_client)
+        nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
         if not _known(service):
             # The protocol keeps the stream open: the service may appear later.
             await reply.message(health_response(ServingStatus.SERVICE_UNKNOWN))
