@@ -155,6 +155,10 @@ class SigningSection(_Section):
     key_file: str
     kid: str = Field(min_length=1)
     jku: str | None = None
+    #: Serve the empty values spec 8.4.1 keeps ("capabilities": {}, a scheme
+    #: required with no scopes): a2a-sdk and @a2a-js/sdk 1.3 then fail to
+    #: verify the card (they drop them before canonicalising).
+    keep_empty: bool = False
 
 
 class SchemeSettings(_Section):
@@ -207,6 +211,9 @@ class AgentSettings(_Section):
     well_known: bool | None = None
     #: Serve protocol 0.3 clients too (docs/compatibility.md).
     compat_0_3: bool = True
+    #: Answer a card request without ``A2A-Version`` at the default card path
+    #: with the card holding the 0.3 keys too (docs/compatibility.md).
+    default_card_0_3: bool = False
     #: ``queued``: executions run on ``a2a-trio worker`` processes (PostgreSQL).
     execution: Literal["inline", "queued"] = "inline"
     #: Queued only: an execution a stopping worker cannot finish within its
@@ -321,7 +328,13 @@ def _card_signer(signing: SigningSection | None) -> CardSigner | None:
     except OSError as error:
         raise ConfigError(f"signing.key_file: cannot read {signing.key_file}: {error}") from None
     try:
-        return CardSigner(pem, algorithm=signing.algorithm, kid=signing.kid, jku=signing.jku)
+        return CardSigner(
+            pem,
+            algorithm=signing.algorithm,
+            kid=signing.kid,
+            jku=signing.jku,
+            keep_empty=signing.keep_empty,
+        )
     except ValueError as error:
         raise ConfigError(f"signing.key_file: {signing.key_file}: {error}") from None
 
@@ -380,6 +393,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
                 authenticators=authenticators,
                 guard=settings.guard,
                 compat_v0_3=agent.compat_0_3,
+                default_card_v0_3=agent.default_card_0_3,
                 execution=agent.execution,
                 restartable=agent.restartable,
                 grpc=agent.grpc,

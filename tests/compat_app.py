@@ -26,4 +26,6 @@ app.mount(
     card=make_card(capabilities=CAPABILITIES),
     extended_card=make_card(name="Test Agent (extended)", capabilities=CAPABILITIES),
     executor=ScriptedExecutor(),
+    # Deployed 0.3 clients resolve the card at the default path, naming no version.
+    default_card_v0_3=True,
 )

@@ -74,6 +74,25 @@ class LiveServer:
 
 
 @asynccontextmanager
+async def served(app: Any, config: Config) -> AsyncIterator[str]:
+    """Serve ``app`` by hypercorn's trio worker as ``config`` says until the block ends.
+
+    Yields the first address it is bound to.
+    """
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(
+            lambda task_status: serve(
+                app, config, shutdown_trigger=stop.wait, task_status=task_status
+            )
+        )
+        try:
+            yield binds[0]
+        finally:
+            stop.set()
+
+
+@asynccontextmanager
 async def live_server(
     tmp_path: Path, configure: Callable[[A2AApp], None], **app_kwargs: Any
 ) -> AsyncIterator[LiveServer]:

@@ -199,7 +199,7 @@ async def test_cancel_ends_a_waiting_task_canceled(server: LiveServer, binding: 
     assert status == 0
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
     status, _ = await b.call("CancelTask", {"id": asked["id"]})
-    assert status == (-32002 if binding == "jsonrpc" else 409)
+    assert status == (-32002 if binding == "jsonrpc" else 400)
 
 
 @pytest.mark.parametrize("binding", BINDINGS)

@@ -20,11 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from hypercorn.config import Config
-from hypercorn.trio import serve
 
 from a2a_trio import A2AApp, A2AClient, CardKeys, CardSignatureError, CardSigner, verify_card
 from a2a_trio.config import ConfigError, Settings, build_app
@@ -32,7 +30,7 @@ from a2a_trio.echo import EchoExecutor
 from a2a_trio.protocol import AgentCard
 from a2a_trio.protocol.signing import signed_payload
 
-from .conftest import live_server
+from .conftest import live_server, served
 from .interop_cache import node_script
 from .test_cli import a2a_async
 
@@ -146,17 +144,8 @@ async def static_server(documents: dict[str, bytes]) -> AsyncIterator[str]:
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
-    stop = trio.Event()
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(
-            lambda task_status: serve(
-                app, config, shutdown_trigger=stop.wait, task_status=task_status
-            )
-        )
-        try:
-            yield binds[0]
-        finally:
-            stop.set()
+    async with served(app, config) as url:
+        yield url
 
 
 def mount_tricky(app: A2AApp) -> None:

@@ -230,6 +230,7 @@ def ids(listing: dict[str, Any]) -> set[str]:
 async def test_alices_task_is_not_found_for_bob_exactly_like_a_task_that_never_existed(
     secured: Parties, binding: str, operation: str, scenario: str
 ) -> None:
+    """AUTH-SCOPE-001 (every operation checks the caller), AUTH-SCOPE-003 (no existence leaks)."""
     with trio.fail_after(TIME_LIMIT):
         task = await start_task(secured, secured.alice, binding, scenario)
         await assert_hidden_from(secured, secured.bob, binding, operation, task["id"])
@@ -256,6 +257,7 @@ async def test_a_running_task_bob_tried_to_cancel_runs_on_for_alice(
 
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_list_tasks_shows_each_caller_only_their_own(secured: Parties, binding: str) -> None:
+    """AUTH-SCOPE-002: results are scoped to the caller."""
     alice, bob = Binding(secured.alice, binding), Binding(secured.bob, binding)
     alices = {(await alice.send("echo one"))["task"]["id"], (await alice.send("ask"))["task"]["id"]}
     bobs = {(await bob.send("echo two"))["task"]["id"]}

@@ -67,14 +67,16 @@ S = TaskState
 
 # --- errors (spec 3.3.2, 5.4, 9.5, 11.6) ---------------------------------------------
 
-#: Spec 5.4: every A2A error with its JSON-RPC code, gRPC status and HTTP status.
+#: Spec 5.4: every A2A error with its JSON-RPC code, gRPC status and HTTP status: v1.0.1's
+#: table where the conformance kit (v1.0.0) accepts it, v1.0.0's where the kit checks it
+#: (docs/protocol.md, "Errors").
 A2A_ERRORS: list[tuple[type[A2AError], int, str, int]] = [
     (TaskNotFoundError, -32001, "NOT_FOUND", 404),
-    (TaskNotCancelableError, -32002, "FAILED_PRECONDITION", 409),
+    (TaskNotCancelableError, -32002, "FAILED_PRECONDITION", 400),
     (PushNotificationNotSupportedError, -32003, "UNIMPLEMENTED", 400),
     (UnsupportedOperationError, -32004, "UNIMPLEMENTED", 400),
     (ContentTypeNotSupportedError, -32005, "INVALID_ARGUMENT", 415),
-    (InvalidAgentResponseError, -32006, "INTERNAL", 502),
+    (InvalidAgentResponseError, -32006, "INTERNAL", 500),
     (ExtendedAgentCardNotConfiguredError, -32007, "FAILED_PRECONDITION", 400),
     (ExtensionSupportRequiredError, -32008, "FAILED_PRECONDITION", 400),
     (VersionNotSupportedError, -32009, "UNIMPLEMENTED", 400),

@@ -464,7 +464,7 @@ def test_cancel_and_resubscribe_read_the_task_id() -> None:
     assert resubscribe.request == SubscribeToTaskRequest(id="t")
 
 
-def test_push_config_set_without_id_is_filed_under_the_task_id() -> None:
+def test_push_config_set_without_id_is_named_default() -> None:
     call = resolve_v0_3_method(
         jsonrpc(
             "tasks/pushNotificationConfig/set",
@@ -472,13 +472,13 @@ def test_push_config_set_without_id_is_filed_under_the_task_id() -> None:
         )
     )
     assert call.request == TaskPushNotificationConfig(
-        id="t", task_id="t", url="https://x.example/hook"
+        id="default", task_id="t", url="https://x.example/hook"
     )
 
 
-def test_push_config_get_without_config_id_finds_the_one_filed_under_the_task_id() -> None:
+def test_push_config_get_without_config_id_finds_the_one_set_without_one() -> None:
     bare = resolve_v0_3_method(jsonrpc("tasks/pushNotificationConfig/get", {"id": "t"}))
-    assert bare.request == GetTaskPushNotificationConfigRequest(task_id="t", id="t")
+    assert bare.request == GetTaskPushNotificationConfigRequest(task_id="t", id="default")
     named = resolve_v0_3_method(
         jsonrpc("tasks/pushNotificationConfig/get", {"id": "t", "pushNotificationConfigId": "c"})
     )
@@ -730,14 +730,14 @@ def test_push_config_creation_reads_the_js_clients_body() -> None:
     )
 
 
-def test_push_config_creation_without_any_id_files_it_under_the_task() -> None:
+def test_push_config_creation_without_any_id_names_it_default() -> None:
     # a2a-sdk 0.3 writes ".../None" into the name when the config has no id.
     body = (
         b'{"parent": "tasks/t-1", "config": {"name": "tasks/t-1/pushNotificationConfigs/None",'
         b' "pushNotificationConfig": {"url": "https://x.example/hook"}}}'
     )
     call = parse_rest_v0_3("POST", "/v1/tasks/t-1/pushNotificationConfigs", {}, body)
-    assert call.request.id == "t-1"
+    assert call.request.id == "default"
 
 
 def test_push_config_creation_with_neither_body_spelling_is_refused() -> None:

@@ -16,7 +16,9 @@ cross-version tests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -31,6 +33,7 @@ import pytest
 from a2a.types import GetTaskRequest, TaskState
 
 from .interop_cache import CACHE, INSTALL_TIMEOUT, node_script, unavailable
+from .postgres import fresh_database, postgres_url
 from .servers import ServerProcess
 from .test_sdk_interop import sdk_clients, send_returning_immediately
 
@@ -75,16 +78,29 @@ def js_sdk() -> Path:
     return script
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql-3-processes"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """The compat app on one process on SQLite, or on three sharing a PostgreSQL database."""
     directory = tmp_path_factory.mktemp("v0-3-clients")
-    process = ServerProcess.start(
-        directory / "a2a.db", directory / "server.log", app="tests.compat_app:app"
-    )
-    try:
-        yield process
-    finally:
-        process.stop()
+    with contextlib.ExitStack() as stack:
+        database: Path | str = directory / "a2a.db"
+        options: tuple[str, ...] = ()
+        if request.param != "sqlite":
+            location = stack.enter_context(fresh_database(request.getfixturevalue("postgres")))
+            database, options = postgres_url(location), ("--workers", "3")
+        process = ServerProcess.launch(
+            directory / "server.log",
+            app="tests.compat_app:app",
+            env={**os.environ, "A2A_TRIO_DATABASE": str(database)},
+            options=options,
+        )
+        try:
+            process.wait_until_ready()
+            yield process
+        finally:
+            process.stop()
 
 
 class Webhooks:
@@ -171,11 +187,10 @@ def seen(
         else:
             command = [shutil.which("node") or "node", str(request.getfixturevalue("js_sdk"))]
         instructions = {
+            # The base URL only: each client resolves the card its default
+            # way (GET /.well-known/agent-card.json without A2A-Version),
+            # which tests.compat_app answers with the 0.3 keys too.
             "url": server.url,
-            # The 1.0 card may hold no 0.3 keys: 0.3 clients are pointed at
-            # the path 0.2 and 0.3 servers used (a2a-sdk 0.3 names it
-            # PREV_AGENT_CARD_WELL_KNOWN_PATH).
-            "card_path": "/.well-known/agent.json",
             "transport": binding,
             "webhook": webhooks.url,
             "v1_task": start_with_v1(server, "loop"),
@@ -192,7 +207,7 @@ def seen(
         reports[client, binding] = json.loads(done.stdout)
     report = reports[client, binding]
     assert "error" not in report, report["error"]
-    report["binding"] = binding
+    report["binding"], report["client"] = binding, client
     return report
 
 
@@ -270,6 +285,35 @@ def test_get_of_an_unknown_task_is_task_not_found(seen: dict[str, Any]) -> None:
 
 def test_resubscribe_follows_a_running_task(seen: dict[str, Any]) -> None:
     assert seen["resubscribe"] == ["task", "status-update:working"]
+
+
+def test_resubscribing_to_an_unknown_task_is_task_not_found(seen: dict[str, Any]) -> None:
+    # The error comes inside the event stream on JSON-RPC (a2a-sdk 0.3 refuses
+    # any other answer to a streaming call as an invalid SSE response) and as
+    # the HTTP status on HTTP+JSON (a2a-sdk 0.3's REST client reads every SSE
+    # frame as an event, so an error frame would be a ParseError there).
+    # a2a-sdk 0.3's REST resubscribe never looks at the status: any answer
+    # that is not SSE is its A2AClientHTTPError 400 (its own server breaks
+    # the stream off instead, which it reports as a 503).
+    expected = {
+        ("a2a-sdk", "JSONRPC"): {"code": -32001},
+        ("a2a-sdk", "HTTP+JSON"): {"status": 400},
+        ("a2a-js", "JSONRPC"): {"error": "TaskNotFoundJSONRPCError", "typed": "cause"},
+        ("a2a-js", "HTTP+JSON"): {"error": "TaskNotFoundError", "typed": "thrown"},
+    }[seen["client"], seen["binding"]]
+    got = seen["resubscribe_unknown"]
+    assert {key: got.get(key) for key in expected} == expected, got
+
+
+def test_streaming_to_a_finished_task_is_unsupported_operation(seen: dict[str, Any]) -> None:
+    expected = {
+        ("a2a-sdk", "JSONRPC"): {"code": -32004},
+        ("a2a-sdk", "HTTP+JSON"): {"status": 400},
+        ("a2a-js", "JSONRPC"): {"error": "UnsupportedOperationJSONRPCError", "typed": "cause"},
+        ("a2a-js", "HTTP+JSON"): {"error": "UnsupportedOperationError", "typed": "thrown"},
+    }[seen["client"], seen["binding"]]
+    got = seen["stream_to_finished"]
+    assert {key: got.get(key) for key in expected} == expected, got
 
 
 def test_cancel_ends_the_task_canceled(seen: dict[str, Any]) -> None:

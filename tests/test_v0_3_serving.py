@@ -164,6 +164,22 @@ async def test_the_0_3_card_keeps_every_1_0_field_and_adds_the_0_3_ones(tmp_path
 # --- streams ----------------------------------------------------------------------------
 
 
+async def test_a_0_3_streaming_method_answers_its_error_inside_the_event_stream(
+    tmp_path: Path,
+) -> None:
+    # As a2a-sdk 0.3's server does: its client reads nothing but SSE there.
+    async with live_server(tmp_path, serve_scripted()) as server, client_v0_3(server) as client:
+        body = {"jsonrpc": "2.0", "id": 7, "method": "tasks/resubscribe", "params": {"id": "none"}}
+        response = await client.post("/jsonrpc", json=body)
+        one_zero = await server.jsonrpc("SubscribeToTask", {"id": "none"})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    [frame] = [line for line in response.text.splitlines() if line]
+    answer = json.loads(frame.removeprefix("data: "))
+    assert (answer["id"], answer["error"]["code"]) == (7, -32001)
+    assert one_zero["error"]["code"] == -32001  # 1.0 keeps its plain JSON error
+
+
 async def test_every_0_3_frame_is_one_data_line_even_when_the_text_has_newlines(
     tmp_path: Path,
 ) -> None:
@@ -245,6 +261,29 @@ async def test_a_config_made_over_0_3_rest_also_gets_the_0_3_json_task(tmp_path:
             received = await hook.wait_answered(3)
     assert [request.json()["kind"] for request in received] == ["task", "task", "task"]
     assert received[-1].json()["status"]["state"] == "completed"
+
+
+async def test_a_0_3_config_set_without_an_id_is_read_back_as_default(tmp_path: Path) -> None:
+    # The 0.3 line of the conformance kit sets a config without an id and
+    # reads it with pushNotificationConfigId "default" (its helper's default).
+    # The task waits for input: nothing is delivered to the address.
+    hook = "http://127.0.0.1:9/hook"
+    async with push_server(tmp_path, ALLOW_RECEIVER) as server, client_v0_3(server) as client:
+        task = (await call_v0_3(client, "message/send", {"message": message_v0_3("ask")}))["result"]
+        params = {"taskId": task["id"], "pushNotificationConfig": {"url": hook}}
+        made = await call_v0_3(client, "tasks/pushNotificationConfig/set", params)
+        named = {"id": task["id"], "pushNotificationConfigId": "default"}
+        by_id = await call_v0_3(client, "tasks/pushNotificationConfig/get", named)
+        bare = await call_v0_3(client, "tasks/pushNotificationConfig/get", {"id": task["id"]})
+        rest = await client.post(
+            f"/rest/v1/tasks/{task['id']}/pushNotificationConfigs",
+            json={"pushNotificationConfig": {"url": hook + "?rest"}},
+        )
+        rest_read = await client.get(f"/rest/v1/tasks/{task['id']}/pushNotificationConfigs/default")
+    assert made["result"]["pushNotificationConfig"]["id"] == "default"
+    assert by_id["result"] == bare["result"] == made["result"]
+    assert rest.status_code == 200, rest.text
+    assert rest_read.json()["pushNotificationConfig"]["url"] == hook + "?rest"
 
 
 async def test_a_0_3_and_a_1_0_config_on_one_task_each_get_their_own_body(

@@ -163,8 +163,9 @@ class TaskNotFoundError(A2AError):
 class TaskNotCancelableError(A2AError):
     """The task is in a final state."""
 
+    # HTTP 400, as spec v1.0.1's table has it (v1.0.0: 409): the kit accepts either.
     spec = ErrorSpec(
-        -32002, 409, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE", "Task cannot be canceled"
+        -32002, 400, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE", "Task cannot be canceled"
     )
 
 
@@ -203,7 +204,8 @@ class ContentTypeNotSupportedError(A2AError):
 class InvalidAgentResponseError(A2AError):
     """The agent produced a response that does not fit the operation."""
 
-    spec = ErrorSpec(-32006, 502, "INTERNAL", "INVALID_AGENT_RESPONSE", "Invalid agent response")
+    # HTTP 500, as spec v1.0.1's table has it (v1.0.0: 502).
+    spec = ErrorSpec(-32006, 500, "INTERNAL", "INVALID_AGENT_RESPONSE", "Invalid agent response")
 
 
 class ExtendedAgentCardNotConfiguredError(A2AError):

@@ -37,6 +37,7 @@ __all__ = [
     "parse_timeout",
     "read_frames",
     "status_trailers",
+    "take_frames",
 ]
 
 SERVICE = "lf.a2a.v1.A2AService"
@@ -152,6 +153,23 @@ def read_frames(body: bytes) -> list[bytes]:
             raise FrameError(GrpcStatus.INTERNAL, "Truncated gRPC message")
         messages.append(body[offset : offset + length])
         offset += length
+    return messages
+
+
+def take_frames(buffer: bytearray) -> list[bytes]:
+    """The whole messages at the front of ``buffer``, removed from it; a partial one stays.
+
+    For a request read as it arrives (a client-streaming call): each message
+    is checked as :func:`read_frames` checks it.
+    """
+    end = 0
+    while len(buffer) - end >= _HEADER.size:
+        _, length = _HEADER.unpack_from(buffer, end)
+        if len(buffer) - end - _HEADER.size < length:
+            break
+        end += _HEADER.size + length
+    messages = read_frames(bytes(buffer[:end]))
+    del buffer[:end]
     return messages
 
 

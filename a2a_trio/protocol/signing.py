@@ -325,6 +325,7 @@ class CardSigner:
         algorithm: SigningAlgorithm,
         kid: str,
         jku: str | None = None,
+        keep_empty: bool = False,
     ) -> None:
         if algorithm not in SIGNING_ALGORITHMS:
             raise ValueError(
@@ -348,6 +349,9 @@ class CardSigner:
         self.algorithm: SigningAlgorithm = algorithm
         self.kid = kid
         self.jku = jku
+        #: Serve empty values that spec 8.4.1 keeps ("capabilities": {}, a
+        #: scheme required with no scopes); see :meth:`served_form`.
+        self.keep_empty = keep_empty
         self._key = key
 
     @property
@@ -375,14 +379,42 @@ class CardSigner:
         protected, _, signature = compact.split(".")
         return {"protected": protected, "signature": signature}
 
-    def sign(self, card: Mapping[str, Any]) -> dict[str, Any]:
+    def served_form(self, card: Mapping[str, Any]) -> dict[str, Any]:
+        """The card as this signer serves it, signatures kept: see :meth:`sign`."""
+        document = presence_normalised(card)
+        if self.keep_empty:
+            return document
+        signatures = document.pop("signatures", None)
+        cleaned: dict[str, Any] = _without_empties(document, "", []) or {}
+        if signatures:
+            cleaned["signatures"] = signatures
+        return cleaned
+
+    def dropped(self, card: Mapping[str, Any]) -> list[str]:
+        """Where the served form leaves out an empty value that spec 8.4.1 keeps."""
+        if self.keep_empty:
+            return []
+        document = presence_normalised(card)
+        document.pop("signatures", None)
+        dropped: list[str] = []
+        _without_empties(document, "", dropped)
+        return [path for path in dropped if not any(_inside(path, q) for q in dropped)]
+
+    def sign(self, card: Mapping[str, Any], *, as_rendered: bool = False) -> dict[str, Any]:
         """The card as a signing server serves it: normalised, this signature appended.
 
-        Signatures the card already carries (a registry's, say) are kept:
-        they cover the same payload.
+        Normalised is :func:`presence_normalised` and then, unless
+        ``keep_empty``, without any empty value (``""``, ``[]``, ``{}``,
+        recursively): a2a-sdk and @a2a-js/sdk drop those before they
+        canonicalise, where spec 8.4.1 keeps some, so only a card that has
+        none gives every verifier the same bytes. Signatures the card already
+        carries (a registry's, say) are kept: a card that has them is served
+        as it came (their signer chose its form), and so is one
+        ``as_rendered`` (a model's rendering, which puts its defaults back).
         """
-        document = presence_normalised(card)
-        document["signatures"] = [*document.get("signatures", []), self.signature(card)]
+        as_is = as_rendered or bool(card.get("signatures"))
+        document = presence_normalised(card) if as_is else self.served_form(card)
+        document["signatures"] = [*document.get("signatures", []), self.signature(document)]
         return document
 
 

@@ -7,6 +7,7 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,25 +28,36 @@ from ..store.postgres import PoolSettings
 from ..store.url import DatabaseLocation
 from . import hypercorn_h2, hypercorn_tcp
 from .asgi import (
+    A2A_JSON_CONTENT_TYPE,
     JSON_CONTENT_TYPE,
     ClientGone,
     EventStreamBody,
     ProtocolRequest,
     ProtocolResponse,
+    answers_a2a_json,
 )
 from .auth import Authenticator, CardGuard
-from .bindings import ServerSettings, base_url, handle_jsonrpc, handle_rest, rest_error
+from .bindings import (
+    VERSION_HEADER,
+    ServerSettings,
+    base_url,
+    handle_jsonrpc,
+    handle_rest,
+    rest_error,
+)
 from .body_budget import BodyBudget
 from .cards import (
     CardSource,
     ServedCard,
     card_response,
+    check_signable,
     grpc_tenant,
     import_object,
     resolve_card,
 )
 from .failed_start import refuse_start
 from .grpc_binding import is_grpc, serve_grpc
+from .grpc_services import is_standard_service, serve_standard_service
 from .health import HEALTH_PATH, liveness, readiness
 from .hosts import host_allowed
 from .mount import AgentMount, Authenticate
@@ -215,6 +227,7 @@ class A2AApp(QuartTrio):
         guard: str | None = None,
         authenticate: Authenticate | None = None,
         compat_v0_3: bool = True,
+        default_card_v0_3: bool = False,
         execution: Literal["inline", "queued"] = "inline",
         restartable: bool = False,
         grpc: bool = True,
@@ -239,7 +252,13 @@ class A2AApp(QuartTrio):
         ``compat_v0_3`` (the default) serves protocol 0.3 clients too: its
         JSON-RPC methods, its HTTP+JSON paths under ``{prefix}/rest/v1/``,
         and the card with its 0.3 keys at ``{prefix}/.well-known/agent.json``
-        (docs/compatibility.md). False serves 1.0 only.
+        (docs/compatibility.md). False serves 1.0 only. At
+        ``/.well-known/agent-card.json`` a request naming ``A2A-Version: 0.3``
+        gets that card too, and so does one naming no version when
+        ``default_card_v0_3`` is set (or the card lists a 0.3 interface): what
+        deployed 0.3 clients read with their default card resolution. It is
+        off by default because the conformance kit fetches the card without
+        ``A2A-Version`` and refuses any key the 1.0 card does not define.
 
         ``execution="queued"`` runs the agent's executions on ``a2a-trio
         worker`` processes instead of the process a message reaches, when
@@ -284,7 +303,7 @@ class A2AApp(QuartTrio):
             # extension params, say) stops start-up, not its first GET.
             for signed in (public_card, resolved_extended):
                 if signed is not None:
-                    signed_payload(signed.to_wire())
+                    check_signable(signed, self.card_signer)
         host = AgentHost(
             name=name,
             executor=_resolve_executor(executor),
@@ -314,6 +333,7 @@ class A2AApp(QuartTrio):
             challenge=card_guard.challenge(),
             signer=self.card_signer,
             compat_v0_3=compat_v0_3,
+            default_card_v0_3=default_card_v0_3,
             grpc=grpc,
         )
         self.mounts[name] = mount
@@ -352,11 +372,13 @@ class A2AApp(QuartTrio):
 
             async def card_view(v0_3: bool = v0_3) -> Response:
                 # GET is answered in __call__; this serves HEAD (and OPTIONS) the same way.
+                version = request.headers.get(VERSION_HEADER, request.args.get(VERSION_HEADER))
                 status, body, headers = card_response(
                     served,
                     base_url(request, settings),
                     request.headers.get("If-None-Match"),
-                    v0_3=v0_3,
+                    v0_3=v0_3 or mount.card_is_v0_3(version),
+                    negotiated=mount.compat_v0_3 and not v0_3,
                 )
                 if status == 304:
                     return Response(b"", status=304, headers=headers)
@@ -399,6 +421,9 @@ class A2AApp(QuartTrio):
                 await rest_error(refusal).send(send, receive)
                 return
             if is_grpc(scope):
+                if is_standard_service(scope["path"]):
+                    await serve_standard_service(scope, receive, send, self._takes_work)
+                    return
                 guard = next((m for m in self.mounts.values() if m.grpc and m.secured), None)
                 await serve_grpc(
                     scope,
@@ -436,6 +461,11 @@ class A2AApp(QuartTrio):
             None if host is None else host.decode("latin-1"), settings.allowed_hosts
         )
 
+    async def _takes_work(self) -> bool:
+        """What ``/_a2a/health/ready`` answers, as gRPC health reports it."""
+        status, _ = await readiness(self)
+        return status == 200
+
     def _grpc_mount(self, tenant: str) -> AgentMount | None:
         """The agent a gRPC call's ``tenant`` names: by prefix, by name, or the root's."""
         tenant = tenant.strip("/")
@@ -453,11 +483,15 @@ class A2AApp(QuartTrio):
     ) -> None:
         """GET of a card, the most frequent request after messages (clients poll it)."""
         request = ProtocolRequest(scope, receive)
+        version = request.header(VERSION_HEADER)
+        if version is None:
+            version = request.query.get(VERSION_HEADER)
         status, body, headers = card_response(
             mount.card,
             base_url(request, self.a2a_settings),
             request.header("If-None-Match"),
-            v0_3=v0_3,
+            v0_3=v0_3 or mount.card_is_v0_3(version),
+            negotiated=mount.compat_v0_3 and not v0_3,
         )
         content_type = JSON_CONTENT_TYPE if status == 200 else None
         await ProtocolResponse(status, body, content_type, headers).send(send, receive)
@@ -471,6 +505,12 @@ class A2AApp(QuartTrio):
         with self.body_budget.share() as share:
             request = ProtocolRequest(scope, receive, share)
             response = await self._answer(route, request)
+        if (
+            response is not None
+            and response.content_type == JSON_CONTENT_TYPE
+            and answers_a2a_json(request.header("Accept"))
+        ):
+            response = replace(response, content_type=A2A_JSON_CONTENT_TYPE)
         if self.request_observer is not None:
             mount, rest_path = route
             self.request_observer(

@@ -42,6 +42,24 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 JSON_CONTENT_TYPE = "application/json"
+#: The media type spec v1.0.1 names for A2A's JSON (application/json stays valid).
+A2A_JSON_CONTENT_TYPE = "application/a2a+json"
+
+
+def answers_a2a_json(accept: str | None) -> bool:
+    """Whether an ``Accept`` header asks for ``application/a2a+json`` (with a q above 0)."""
+    if not accept or "a2a+json" not in accept.lower():
+        return False
+    for item in accept.split(","):
+        media, *parameters = (part.strip() for part in item.split(";"))
+        if media.lower() == A2A_JSON_CONTENT_TYPE:
+            quality = next((p[2:] for p in parameters if p.lower().startswith("q=")), "1")
+            try:
+                return float(quality) > 0
+            except ValueError:
+                return False
+    return False
+
 
 T = TypeVar("T")
 

@@ -268,9 +268,25 @@ def _jsonrpc_result(request_id: Any, payload: str) -> str:
     return f'{{"jsonrpc":"2.0","id":{id_text},"result":{payload}}}'
 
 
-def _jsonrpc_error(request_id: Any, error: A2AError, *, v0_3: bool = False) -> ProtocolResponse:
+#: The operations whose answer is an event stream, so whose 0.3 errors are too.
+_STREAMED = frozenset({Operation.SEND_STREAMING_MESSAGE.value, Operation.SUBSCRIBE_TO_TASK.value})
+
+
+def _jsonrpc_error(
+    request_id: Any, error: A2AError, *, v0_3: bool = False, in_stream: bool = False
+) -> ProtocolResponse:
+    """The error response; with ``in_stream``, an event stream of that one error.
+
+    0.3 clients read a streaming method's answer as SSE whatever it holds
+    (a2a-sdk 0.3 refuses any other type as an invalid SSE response), and
+    a2a-sdk 0.3's server sends an error the operation raised inside the
+    stream; so does this one, for 0.3.
+    """
     member = error_to_v0_3(error) if v0_3 else error.to_jsonrpc()
     body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": member}, separators=(",", ":"))
+    if in_stream:
+        frame = f"data: {body}\n\n".encode()
+        return ProtocolResponse(200, frame, "text/event-stream", {"Cache-Control": "no-cache"})
     status = error.http_status if error.http_status in _JSONRPC_HTTP_STATUSES else 200
     return _json(body, status, _error_headers(error))
 
@@ -335,7 +351,12 @@ async def handle_jsonrpc(
         )
     except A2AError as error:
         request.outcome = error.spec.reason
-        return _jsonrpc_error(getattr(error, "request_id", request_id), error, v0_3=v0_3)
+        # The operation is known once the call parsed: only its own errors
+        # go in the stream, as a2a-sdk 0.3 sends them (not a refused caller's).
+        in_stream = v0_3 and request.operation in _STREAMED
+        return _jsonrpc_error(
+            getattr(error, "request_id", request_id), error, v0_3=v0_3, in_stream=in_stream
+        )
     except ClientGone:
         raise
     except Exception:

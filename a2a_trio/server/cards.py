@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from urllib.parse import urlsplit
 
 from ..protocol import PROTOCOL_VERSION, AgentCard, AgentInterface
 from ..protocol.compat_v0_3 import card_for_both
-from ..protocol.signing import CardSigner
+from ..protocol.signing import CardSigner, signed_payload
 
 __all__ = [
     "CardSource",
@@ -23,6 +24,7 @@ __all__ = [
     "card_document",
     "card_problems",
     "card_response",
+    "check_signable",
     "import_object",
     "resolve_card",
     "signed_card",
@@ -140,7 +142,7 @@ def card_document(card: AgentCard, signer: CardSigner | None, *, v0_3: bool) -> 
     if signer is None:
         return document
     signed = signer.sign(document)
-    signed["signatures"].append(signer.signature(card.to_wire()))
+    signed["signatures"].append(signer.signature(signer.served_form(card.to_wire())))
     return signed
 
 
@@ -152,13 +154,45 @@ def v0_3_card_document(served: AgentCard, signer: CardSigner | None) -> dict[str
     return card_document(served, signer, v0_3=True)
 
 
+log = logging.getLogger("a2a_trio.server")
+
+
+def check_signable(card: AgentCard, signer: CardSigner) -> None:
+    """ValueError when ``card`` cannot be served signed; a warning naming what it leaves out.
+
+    The signer's served form leaves out every empty value (see
+    :meth:`CardSigner.sign`): a required field that is empty cannot be, and
+    a scheme required with no scopes, say, is no longer in the card.
+    """
+    wire = card.to_wire()
+    signed_payload(wire)  # an integer beyond 2**53 has no canonical form
+    try:
+        AgentCard.model_validate(signer.served_form(wire))
+    except ValueError as error:
+        raise ValueError(
+            f"card {card.name!r}: signed, it leaves out its empty values, and then it is "
+            f"not a card ({error}); fill them in, or sign with keep_empty"
+        ) from None
+    dropped = signer.dropped(wire)
+    if dropped:
+        log.warning(
+            "card %r is served signed without its empty values %s, so that a2a-sdk and "
+            "@a2a-js/sdk verify it too (signing keep_empty keeps them)",
+            card.name,
+            ", ".join(dropped),
+        )
+
+
 def signed_card(card: AgentCard, signer: CardSigner) -> AgentCard:
     """``card`` with ``signer``'s signature appended, as a model (the extended card's form).
 
-    Rendering the model gives the signed document up to the defaults that
-    the signed payload leaves out anyway, so the signature holds.
+    The model is made from the signer's served form and signed as it
+    renders (a model puts back an empty ``capabilities``, say): rendering it
+    gives the signed document up to the defaults that the signed payload
+    leaves out anyway, so the signature holds.
     """
-    return AgentCard.model_validate(signer.sign(card.to_wire()))
+    served = AgentCard.model_validate(signer.served_form(card.to_wire()))
+    return AgentCard.model_validate(signer.sign(served.to_wire(), as_rendered=True))
 
 
 @dataclass
@@ -226,11 +260,22 @@ class ServedCard:
 
 
 def card_response(
-    served: ServedCard, base_url: str, if_none_match: str | None, *, v0_3: bool = False
+    served: ServedCard,
+    base_url: str,
+    if_none_match: str | None,
+    *,
+    v0_3: bool = False,
+    negotiated: bool = False,
 ) -> tuple[int, bytes, dict[str, str]]:
-    """Status, body and headers of a card GET: 304 when ``If-None-Match`` names its ETag."""
+    """Status, body and headers of a card GET: 304 when ``If-None-Match`` names its ETag.
+
+    ``negotiated``: which form is served depends on the request's
+    ``A2A-Version``, so caches are told so (``Vary``).
+    """
     body, etag = served.render(base_url, v0_3=v0_3)
     headers = served.headers(etag) | {"Access-Control-Allow-Origin": "*"}
+    if negotiated:
+        headers["Vary"] = "A2A-Version"
     match = (if_none_match or "").strip()
     if match and (match == "*" or etag in (tag.strip() for tag in match.split(","))):
         return 304, b"", headers

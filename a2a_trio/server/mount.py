@@ -18,6 +18,7 @@ from ..protocol import (
     UnauthenticatedError,
     UnsupportedOperationError,
 )
+from ..protocol.compat_v0_3 import declares_v0_3, says_v0_3
 from ..protocol.signing import CardSigner
 from ..runtime import AgentHost, Principal, TaskEventStream
 from .auth import RequestCredentials
@@ -58,6 +59,9 @@ class AgentMount:
     signer: CardSigner | None = None
     #: Serve protocol 0.3 too: its method names and paths, and its card keys.
     compat_v0_3: bool = True
+    #: Answer a card request that names no protocol version (0.3 clients'
+    #: default resolution) with the card holding the 0.3 keys too.
+    default_card_v0_3: bool = False
     #: Serve the gRPC binding too (A2AService, by this agent's tenant).
     grpc: bool = True
     #: Signed extended cards by base URL, and the extended card they were made from.
@@ -67,6 +71,25 @@ class AgentMount:
     @property
     def public_card(self) -> AgentCard:
         return self.card.card
+
+    def card_is_v0_3(self, version: str | None) -> bool:
+        """Whether a default card path request naming ``version`` gets the 0.3 form.
+
+        A 1.x client names its version (both official SDKs send
+        ``A2A-Version: 1.0`` when they resolve a card) and gets the 1.0 card,
+        which may hold no other keys. A request naming 0.3 gets the card
+        with the 0.3 keys. One naming none is a 0.3 client's (spec 3.6.2),
+        or a client that does not follow the spec's MUST (the conformance
+        kit fetches the card so and validates the strict 1.0 schema): it
+        gets the 0.3 form only when this agent says it expects 0.3 readers
+        there (``default_card_v0_3``, or a 0.3 interface in its card, as
+        a2a-sdk 1.3 decides).
+        """
+        if not self.compat_v0_3 or not says_v0_3(version):
+            return False
+        if (version or "").strip():
+            return True
+        return self.default_card_v0_3 or declares_v0_3(self.public_card)
 
     def _required_extensions(self) -> list[str]:
         extensions = self.public_card.capabilities.extensions or []

@@ -10,6 +10,7 @@ own connection without that lock, and WAL lets them read while the server writes
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -101,6 +102,9 @@ class SqliteStore(Store):
         self._checkpointer: sqlite3.Connection | None = None
         self._page_size = 4096
         self.space = StorageCondition(self.display)
+        #: (device, inode) of the file opened: a file moved or deleted under a
+        #: serving process takes its writes with it, so it is not ready.
+        self._file_id: tuple[int, int] | None = None
 
     async def open(self, *, exclusive: bool = False) -> None:
         self.connect(exclusive=exclusive)
@@ -109,6 +113,13 @@ class SqliteStore(Store):
         self.close()
 
     async def check(self) -> None:
+        if self._file_id is not None:
+            try:
+                stat = os.stat(self.path)
+            except OSError as error:
+                raise RuntimeError(f"the database file is unreachable: {error.strerror}") from None
+            if (stat.st_dev, stat.st_ino) != self._file_id:
+                raise RuntimeError("the database file was replaced since it was opened")
         found = int(self.db.execute("PRAGMA user_version").fetchone()[0])
         if found != SCHEMA_VERSION:
             raise RuntimeError(f"schema version {found}; this a2a-trio uses {SCHEMA_VERSION}")
@@ -153,6 +164,9 @@ class SqliteStore(Store):
             key = Fernet.generate_key() if self._in_memory else development_key(Path(self.path))
         box = SecretBox(key)
         reader = conn if self._in_memory else self._new_connection()
+        if not self._in_memory:
+            stat = os.stat(self.path)
+            self._file_id = (stat.st_dev, stat.st_ino)
         self._open_db = _OpenDatabase(db, conn, reader, box)
 
     def _new_connection(self) -> sqlite3.Connection:

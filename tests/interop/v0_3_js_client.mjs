@@ -1,8 +1,8 @@
 // @a2a-js/sdk 0.3 against a live a2a-trio server: every operation, on one binding.
 //
 // Started by tests/test_v0_3_clients.py with node, next to its node_modules.
-// Reads its instructions as JSON on stdin: url (the server), card_path (where
-// its 0.3 card is), transport
+// Reads its instructions as JSON on stdin: url (the server's base URL: the
+// card is resolved the SDK's default way), transport
 // ("JSONRPC" or "HTTP+JSON"), webhook (a receiver's URL) and v1_task (the id
 // of a "loop" task a 1.0 client started). Prints what it saw as one JSON object
 // on stdout; the test file asserts on it. Nothing here judges: the scenarios
@@ -33,11 +33,26 @@ async function collect(stream, count) {
   return { names, events };
 }
 
+// How a stream that should fail failed: the class of the error, or of its cause
+// (@a2a-js/sdk 0.3's JSON-RPC transport wraps the typed error of an error
+// that came inside the stream in a plain Error, as its cause).
+async function streamError(stream) {
+  try {
+    for await (const _ of stream) {
+      // drain
+    }
+  } catch (error) {
+    const typed = error.constructor.name === "Error" && error.cause ? error.cause : error;
+    return { error: typed.constructor.name, typed: typed !== error ? "cause" : "thrown", message: String(error.message).slice(0, 200) };
+  }
+  return { error: "none" };
+}
+
 async function main(instructions, seen) {
   const options = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
     preferredTransports: [instructions.transport],
   });
-  const client = await new ClientFactory(options).createFromUrl(instructions.url, instructions.card_path);
+  const client = await new ClientFactory(options).createFromUrl(instructions.url);
   seen.transport = client.transport.constructor.name;
 
   const task = await client.sendMessage({ message: message("echo hello") });
@@ -57,6 +72,10 @@ async function main(instructions, seen) {
   const looping = (await collect(client.sendMessageStream({ message: message("loop") }), 1)).events[0];
   seen.resubscribe = (await collect(client.resubscribeTask({ id: looping.id }), 2)).names;
   seen.cancel = await client.cancelTask({ id: looping.id });
+  seen.resubscribe_unknown = await streamError(client.resubscribeTask({ id: "no-such-task" }));
+  seen.stream_to_finished = await streamError(
+    client.sendMessageStream({ message: message("echo again", task.id, task.contextId) }),
+  );
 
   const asked = await client.sendMessage({ message: message("ask") });
   seen.ask = asked;

@@ -2,8 +2,8 @@
 
 Runs in a virtual environment of its own (a2a-sdk 0.3 and 1.x share a package
 name), started by tests/test_v0_3_clients.py. Reads its instructions as JSON on
-stdin: ``url`` (the server), ``card_path`` (where its 0.3 card is),
-``transport`` (``JSONRPC`` or ``HTTP+JSON``), ``webhook`` (a receiver's URL)
+stdin: ``url`` (the server's base URL: the card is resolved the SDK's
+default way), ``transport`` (``JSONRPC`` or ``HTTP+JSON``), ``webhook`` (a receiver's URL)
 and ``v1_task`` (the id of a ``loop`` task a 1.0 client started). Prints what
 it saw as one JSON object on stdout; the test file asserts on it. Nothing here
 judges: the scenarios only record.
@@ -90,6 +90,21 @@ async def resubscribed(client: Any, task_id: str, count: int | None = None) -> l
     return names
 
 
+async def stream_error(events: Any) -> dict[str, Any]:
+    """How a stream that should fail failed: the JSON-RPC code, the HTTP status, or else what."""
+    try:
+        async with aclosing(events) as stream:
+            async for _ in stream:
+                pass
+    except A2AClientJSONRPCError as error:
+        return {"code": error.error.code}
+    except A2AClientHTTPError as error:
+        return {"status": error.status_code, "message": error.message[:200]}
+    except Exception as error:  # recorded, so that the test shows what came instead
+        return {"other": f"{type(error).__name__}: {error}"[:300]}
+    return {"other": "no error"}
+
+
 async def list_configs(client: Any, transport: str, task_id: str) -> list[dict[str, Any]]:
     wire = client._transport
     if transport == "JSONRPC":
@@ -133,9 +148,7 @@ async def main(instructions: dict[str, Any], seen: dict[str, Any]) -> None:
     """Run every scenario in order, recording into ``seen`` as it goes."""
     transport = instructions["transport"]
     async with httpx.AsyncClient(timeout=30.0) as http:
-        card = await A2ACardResolver(
-            http, instructions["url"], agent_card_path=instructions["card_path"]
-        ).get_agent_card()
+        card = await A2ACardResolver(http, instructions["url"]).get_agent_card()
         seen["card"] = dump(card)
 
         def client(*, streaming: bool) -> Any:
@@ -167,6 +180,12 @@ async def main(instructions: dict[str, Any], seen: dict[str, Any]) -> None:
         looping = await first_event_then_leave(streaming, "loop")
         seen["resubscribe"] = await resubscribed(streaming, looping.id, count=2)
         seen["cancel"] = dump(await blocking.cancel_task(TaskIdParams(id=looping.id)))
+        seen["resubscribe_unknown"] = await stream_error(
+            streaming.resubscribe(TaskIdParams(id="no-such-task"))
+        )
+        seen["stream_to_finished"] = await stream_error(
+            streaming.send_message(message("echo again", task.id, task.context_id))
+        )
 
         [(asked, _)] = [event async for event in blocking.send_message(message("ask"))]
         seen["ask"] = dump(asked)

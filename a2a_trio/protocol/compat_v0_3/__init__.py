@@ -11,7 +11,7 @@ docs/compatibility.md for what is mapped and what is lost.
 
 from __future__ import annotations
 
-from .card import card_for_both, card_v0_3_fields
+from .card import card_for_both, card_v0_3_fields, declares_v0_3
 from .detection import jsonrpc_version, rest_version, says_v0_3
 from .errors import error_to_v0_3, rest_error_to_v0_3
 from .methods import V0_3_METHODS, is_v0_3_method, resolve_v0_3_method
@@ -37,6 +37,7 @@ __all__ = [
     "V0_3_METHODS",
     "card_for_both",
     "card_v0_3_fields",
+    "declares_v0_3",
     "error_to_v0_3",
     "event_from_v0_3",
     "event_to_v0_3",

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..models import AgentCard, AgentInterface, SecurityRequirement, SecurityScheme
 
-__all__ = ["V0_3_PROTOCOL_VERSION", "card_for_both", "card_v0_3_fields"]
+__all__ = ["V0_3_PROTOCOL_VERSION", "card_for_both", "card_v0_3_fields", "declares_v0_3"]
 
 #: What a 0.3 card says in ``protocolVersion``.
 V0_3_PROTOCOL_VERSION = "0.3.0"
@@ -33,6 +33,19 @@ def _interfaces_for_v0_3(card: AgentCard) -> list[AgentInterface]:
     for interface in chosen:
         unique.setdefault((interface.url, interface.protocol_binding), interface)
     return list(unique.values())
+
+
+def declares_v0_3(card: AgentCard) -> bool:
+    """True when the card lists an interface of protocol 0.3 (or of no version).
+
+    a2a-sdk 1.3's rule for adding the 0.3 keys to the card it serves
+    (``to_compat_agent_card``): an agent that names a 0.3 interface expects
+    0.3 readers at its default card path.
+    """
+    return any(
+        not i.protocol_version or i.protocol_version.startswith("0.")
+        for i in card.supported_interfaces or []
+    )
 
 
 def _requirements(requirements: list[SecurityRequirement] | None) -> list[JSON] | None:

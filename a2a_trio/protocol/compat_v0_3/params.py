@@ -24,7 +24,12 @@ from ..models import (
     SubscribeToTaskRequest,
     TaskPushNotificationConfig,
 )
-from .readers import MessageV03, PushNotificationConfigV03, TaskPushNotificationConfigV03
+from .readers import (
+    DEFAULT_PUSH_CONFIG_ID,
+    MessageV03,
+    PushNotificationConfigV03,
+    TaskPushNotificationConfigV03,
+)
 
 __all__ = [
     "DeleteTaskPushNotificationConfigParamsV03",
@@ -113,10 +118,11 @@ class SetTaskPushNotificationConfigParamsV03(TaskPushNotificationConfigV03):
     def to_v1(self) -> TaskPushNotificationConfig:
         config = super().to_v1()
         if config.id is None:
-            # A 0.3 server files a config sent without an id under the task's
-            # id (a2a-sdk 0.3's push config stores), and ``get`` without a
-            # config id finds it there: keep that promise.
-            config.id = self.task_id
+            # a2a-sdk 0.3's stores file it under the task's id, but its ``get``
+            # answers the task's first config whatever id is asked for, and
+            # 0.3 clients ask for "default" (the kit's 0.3 line does): that
+            # is its id here, and ``get`` without a config id reads it.
+            config.id = DEFAULT_PUSH_CONFIG_ID
         return config
 
 
@@ -128,8 +134,8 @@ class GetTaskPushNotificationConfigParamsV03(ProtoModel):
     metadata: Struct | None = None
 
     def to_v1(self) -> GetTaskPushNotificationConfigRequest:
-        # Without a config id, 0.3 means the config filed under the task's id.
-        config_id = self.push_notification_config_id or self.id
+        # Without a config id, 0.3 means the config set without one.
+        config_id = self.push_notification_config_id or DEFAULT_PUSH_CONFIG_ID
         return GetTaskPushNotificationConfigRequest(task_id=self.id, id=config_id)
 
 

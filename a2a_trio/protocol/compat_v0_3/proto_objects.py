@@ -35,7 +35,7 @@ from ..models import (
     TaskStatus,
 )
 from ._spellings import PROTO_STATE
-from .readers import DATA_PART_COMPAT, PushNotificationConfigV03
+from .readers import DATA_PART_COMPAT, DEFAULT_PUSH_CONFIG_ID, PushNotificationConfigV03
 from .writers import artifact_json, put, status_json, status_update_is_final
 
 __all__ = [
@@ -217,8 +217,8 @@ class ProtoCreatePushConfigV03(ProtoModel):
         inner = inner or self.push_notification_config
         assert inner is not None
         config = inner.to_v1(task_id)
-        # As with JSON-RPC's set: a config without an id is filed under the task's id.
-        config.id = config.id or self.config_id or task_id
+        # As with JSON-RPC's set: a config without an id is "default".
+        config.id = config.id or self.config_id or DEFAULT_PUSH_CONFIG_ID
         return config
 
 

@@ -32,6 +32,7 @@ from ..models import (
 from ._spellings import ROLE_BY_V0_3, STATE_BY_V0_3
 
 __all__ = [
+    "DEFAULT_PUSH_CONFIG_ID",
     "ArtifactV03",
     "FileV03",
     "MessageV03",
@@ -265,6 +266,12 @@ class AuthenticationInfoV03(ProtoModel):
             return None
         # 1.0 names one scheme; the first is the one the 0.3 client prefers.
         return AuthenticationInfo(scheme=schemes[0], credentials=self.credentials)
+
+
+#: The id of a 0.3 push config set without one, and what a 0.3 ``get``
+#: without a config id reads: 0.3 clients (and the 0.3 line of the
+#: conformance kit) read such a config back as ``default``.
+DEFAULT_PUSH_CONFIG_ID = "default"
 
 
 class PushNotificationConfigV03(ProtoModel):
