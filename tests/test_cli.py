@@ -829,9 +829,9 @@ def test_send_into_pipes_writes_the_answer_and_nothing_else(
 
 
 @binding_param
-def test_send_stream_prints_each_event(tmp_path: Path, agent: ServerProcess, binding: str) -> None:
+def test_send_events_prints_each_event(tmp_path: Path, agent: ServerProcess, binding: str) -> None:
     result = a2a(
-        "send", agent.url, "echo hello there", "--stream", "--binding", binding, cwd=tmp_path
+        "send", agent.url, "echo hello there", "--events", "--binding", binding, cwd=tmp_path
     )
     assert result.status == 0, result.err
     assert task_line(result.lines[0])["state"] == "TASK_STATE_SUBMITTED"
