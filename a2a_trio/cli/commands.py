@@ -9,7 +9,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 import trio
@@ -17,12 +17,14 @@ from pydantic import ValidationError
 
 from ..config import ConfigError, Settings, build_app, load_settings
 from ..protocol import AgentCard, utcnow
+from ..server import A2AApp
 from ..server.app import normalise_prefix
 from ..server.cards import ServedCard, card_problems, resolve_card
 from ..store import DatabaseInUseError, Store
 from ..store.factory import store_at
 from ..store.postgres import DatabaseUnavailable
 from ..store.url import DatabaseURLError, SqliteLocation, parse_database_url
+from .errors import CannotRun
 from .verify import verify_remote_card
 
 __all__ = ["card", "deliveries", "make_executor", "prune", "serve"]
@@ -41,7 +43,7 @@ def _settings(config_path: Path | None) -> Settings:
     try:
         return load_settings(config_path)
     except ConfigError as error:
-        raise click.UsageError(str(error)) from None
+        raise CannotRun(str(error)) from None
 
 
 database_option = click.option(
@@ -60,7 +62,7 @@ def _store(settings: Settings, database: str | None) -> Store | None:
             parse_database_url(database, key="--database") if database else storage.location()
         )
     except DatabaseURLError as error:
-        raise click.UsageError(str(error)) from None
+        raise CannotRun(str(error)) from None
     if isinstance(location, SqliteLocation) and not location.path.exists():
         return None
     return store_at(location, secret_key=storage.secret_key, pool=storage.pool())
@@ -259,7 +261,9 @@ def _configured_card(settings: Settings, agent: str | None, base: str) -> tuple[
         raise click.UsageError(f"no agent named {agent!r}; agents: {names}")
     try:
         public = resolve_card(chosen.card)
-    except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
+    except (ImportError, AttributeError) as error:  # the configuration names what is not there
+        raise CannotRun(f"agents ({chosen.name}): the card cannot be read: {error}") from None
+    except (ValueError, TypeError, ValidationError) as error:
         click.echo(f"the card of {chosen.name} cannot be read: {error}", err=True)
         raise SystemExit(1) from None
     return chosen.name, ServedCard(public, normalise_prefix(chosen.prefix)).complete(base)
@@ -286,33 +290,75 @@ def prune(days: int, dry_run: bool, config_path: Path | None, database: str | No
     )
 
 
+def _configured_app(config_path: Path | None) -> A2AApp:
+    try:
+        return build_app(_settings(config_path))
+    except ConfigError as error:
+        raise CannotRun(str(error)) from None
+
+
 @click.command()
+@click.argument("application", metavar="[MODULE:APP]", required=False)
 @click.option("--bind", default="127.0.0.1:8000", show_default=True, help="host:port to listen on.")
 @config_option
-def serve(bind: str, config_path: Path | None) -> None:
-    """Serve the configured agents with hypercorn's trio worker (Ctrl+C stops).
+@click.option(
+    "--reload",
+    is_flag=True,
+    help="Restart when a .py or .toml file under the application's folder changes (development).",
+)
+def serve(application: str | None, bind: str, config_path: Path | None, reload: bool) -> None:
+    """Serve your app (MODULE:APP) or the configured agents, everything on (Ctrl+C stops).
 
-    Each request is logged on standard output (hypercorn's access log).
+    MODULE:APP names an ASGI app the way hypercorn does (myagent:app,
+    path/to/myagent.py:app); without it, the agents of the configuration.
+    An A2AApp is served with its console, /metrics and health routes, and
+    each request is logged on standard output (hypercorn's access log).
     """
-    from hypercorn.config import Config
+    if application is not None and config_path is not None:
+        raise click.UsageError("give MODULE:APP or --config, not both")
+    if reload:
+        from .reload import serve_reloading
 
-    from ..console import console_of
+        serve_reloading(application, bind, config_path)
+        return
+    from hypercorn.config import Config
+    from hypercorn.trio import serve as serve_asgi
+
+    from ..console import ensure_console
+    from ..server import LazyApp
     from ..server.serving import KEEP_ALIVE_TIMEOUT
     from ..server.serving import serve as serve_app
+    from .apps import load_application
 
-    try:
-        app = build_app(_settings(config_path))
-    except ConfigError as error:
-        raise click.UsageError(str(error)) from None
-    console = console_of(app)
-    if console is not None and console.base_url is None:
-        console.base_url = f"http://{bind}"  # the console URL logged at start is complete
+    if application is None:
+        target: Any = _configured_app(config_path)
+    else:
+        target = load_application(application)
+    if isinstance(target, LazyApp):
+        try:
+            target = target.build()
+        except ConfigError as error:
+            raise CannotRun(str(error)) from None
+    app = target if isinstance(target, A2AApp) else None
+    if app is not None:
+        console = ensure_console(app)
+        if console.base_url is None:
+            console.base_url = f"http://{bind}"  # the console URL logged at start is complete
     config = Config()
     config.bind = [bind]
     config.accesslog = "-"  # standard output
     config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
 
     async def serve_until_signalled() -> None:
+        if app is None:  # any other ASGI app, as hypercorn serves it
+            click.echo(f"serving {application} on http://{bind}")
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+
+                async def signalled() -> None:
+                    await signals.__anext__()
+
+                await serve_asgi(target, config, shutdown_trigger=signalled)
+            return
         # SIGINT and SIGTERM start a graceful shutdown instead of interrupting
         # whatever request happens to be running; a second one ends the grace
         # at once (the running tasks end FAILED, recorded as such).
@@ -366,10 +412,7 @@ def worker(agents: tuple[str, ...], concurrency: int, config_path: Path | None) 
     The first signal stops claiming work and lets running executions finish
     within runtime.shutdown_grace; a second ends the grace at once.
     """
-    try:
-        app = build_app(_settings(config_path))
-    except ConfigError as error:
-        raise click.UsageError(str(error)) from None
+    app = _configured_app(config_path)
 
     async def work_until_signalled() -> str | None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
