@@ -16,6 +16,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._lazy_app import LazyApp
+
 if TYPE_CHECKING:
     from . import protocol
     from .adapters import AsyncioAgentExecutor, AsyncioBridge, AsyncioEventQueue
@@ -55,14 +57,11 @@ if TYPE_CHECKING:
         BasicAuthenticator,
         BearerAuthenticator,
         JWTAuthenticator,
-        LazyApp,
         MutualTLSAuthenticator,
         RequestCredentials,
         ServerSettings,
     )
     from .store import SqliteStore, Store
-
-    app: LazyApp
 
 __version__ = "0.1.0"
 
@@ -114,7 +113,6 @@ _HOMES = {
             "BasicAuthenticator",
             "BearerAuthenticator",
             "JWTAuthenticator",
-            "LazyApp",
             "MutualTLSAuthenticator",
             "RequestCredentials",
             "ServerSettings",
@@ -181,19 +179,18 @@ def _configured_app() -> A2AApp:
     return build_app()
 
 
+#: The app of ``a2a.toml`` (or the bundled echo agent), built on first use:
+#: importing the package never reads configuration or opens a database. A
+#: plain attribute, since hypercorn looks ``app`` up in the module's namespace.
+app = LazyApp(_configured_app)
+
+
 def __getattr__(name: str) -> Any:
     if name == "protocol":
         return importlib.import_module(".protocol", __name__)
-    if name == "app":
-        # The app of ``a2a.toml`` (or the bundled echo agent), built on first
-        # use: importing the package never reads configuration or opens a database.
-        from .server import LazyApp
-
-        value: Any = LazyApp(_configured_app)
-    elif name in _HOMES:
-        value = getattr(importlib.import_module(_HOMES[name], __name__), name)
-    else:
+    if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name], __name__), name)
     globals()[name] = value  # once: later lookups find it without this function
     return value
 

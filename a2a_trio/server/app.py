@@ -15,6 +15,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from .._lazy_app import LazyApp
 from ..adapters.asyncio import AsyncioAgentExecutor, AsyncioBridge
 from ..protocol import AgentCard
 from ..protocol.signing import CardSigner, signed_payload
@@ -651,26 +652,3 @@ class A2AApp(QuartTrio):
     def card_for(self, name: str, base: str) -> AgentCard:
         """The card of agent ``name`` exactly as served at ``base``, signatures included."""
         return self.mounts[name].card.served(base)
-
-
-class LazyApp:
-    """An ASGI app built by ``factory`` on first use (first call or attribute).
-
-    Module-level apps served by ``hypercorn module:app`` use it so that
-    importing the module reads no configuration and opens no database.
-    """
-
-    def __init__(self, factory: Callable[[], A2AApp]) -> None:
-        self._factory = factory
-        self._app: A2AApp | None = None
-
-    def build(self) -> A2AApp:
-        if self._app is None:
-            self._app = self._factory()
-        return self._app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.build()(scope, receive, send)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.build(), name)
