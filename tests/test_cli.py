@@ -1220,7 +1220,7 @@ def test_a_worker_on_a_sqlite_file_is_refused(tmp_path: Path) -> None:
     assert result.status == 1
     assert result.err.strip().endswith(
         "error: a queue worker needs a database several processes share (PostgreSQL);"
-        " a2a.db is not one"
+        " a2a.db is not one: set storage.url (or A2A_TRIO_DATABASE) to a postgresql:// URL"
     )
 
 

@@ -119,6 +119,7 @@ class Versioned(AgentExecutor):
     async def execute(self, context: RequestContext, queue: EventQueue) -> None:
         updater = TaskUpdater(queue, context.task_id, context.context_id)
         await updater.submit()
+        await updater.start_work()
         await updater.add_artifact("VERSION")
         await updater.complete()
 

@@ -160,16 +160,6 @@ def test_an_agent_module_that_fails_to_import_exits_2_saying_what_and_where(
     assert f"{tmp_path / 'a2a_agents' / 'hello.py'}, line 1)" in result.err
 
 
-def test_a_worker_on_sqlite_says_which_setting_makes_it_postgresql(tmp_path: Path) -> None:
-    (tmp_path / "a2a.toml").write_text(
-        '[[agents]]\nexecution = "queued"\n'
-        'executor = "a2a_trio.echo:EchoExecutor"\ncard = "a2a_trio.echo:echo_card"\n'
-    )
-    result = a2a("worker", cwd=tmp_path)
-    assert result.status == 1
-    assert "set storage.url (or A2A_TRIO_DATABASE) to a postgresql:// URL" in result.err
-
-
 def test_watch_without_a_token_says_where_to_find_one(tmp_path: Path) -> None:
     (tmp_path / "a2a.toml").write_text('[console]\ntoken = "the-operators-token"\n')
     from .servers import ServerProcess, serve_command
