@@ -121,6 +121,14 @@ def rows(database: Path | str, query: str, *args: Any) -> list[tuple[Any, ...]]:
 
 def post_message(url: str, text: str, **fields: str) -> str:
     """Send a message with a plain JSON-RPC call (setup, not the CLI under test); the task id."""
+    task_id: str = message_task(url, text, **fields)["id"]
+    return task_id
+
+
+def message_task(
+    url: str, text: str, *, timeout: float = COMMAND_TIMEOUT, **fields: str
+) -> dict[str, Any]:
+    """:func:`post_message`'s task, whole (KeyError when the answer holds none)."""
     response = httpx.post(
         url + "/jsonrpc",
         headers={"A2A-Version": "1.0"},
@@ -130,10 +138,10 @@ def post_message(url: str, text: str, **fields: str) -> str:
             "method": "SendMessage",
             "params": {"message": user_message(text, **fields)},
         },
-        timeout=COMMAND_TIMEOUT,
+        timeout=timeout,
     )
-    task_id: str = response.json()["result"]["task"]["id"]
-    return task_id
+    task: dict[str, Any] = response.json()["result"]["task"]
+    return task
 
 
 # --- help, version, usage ---------------------------------------------------------------

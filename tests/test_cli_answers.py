@@ -8,26 +8,16 @@ with the agent's reason on standard error, whichever way it is printed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from .servers import ServerProcess
-from .test_cli import a2a, task_line
+from .test_cli import a2a, agent, task_line
+
+__all__ = ["agent"]  # the fixture (tests.scripted_app served by hypercorn), used by name
 
 FAILED = re.compile(r"^error: task \S+ ended TASK_STATE_FAILED: .+$")
-
-
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """The scripted agent (tests.scripted_app) served by hypercorn in a child process."""
-    directory = tmp_path_factory.mktemp("cli-answers")
-    server = ServerProcess.start(directory / "a2a.db", directory / "server.log")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_send_stream_prints_the_text_as_it_arrives_on_one_line(

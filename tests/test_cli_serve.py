@@ -19,9 +19,8 @@ from typing import IO
 import httpx
 import pytest
 
-from .conftest import user_message
 from .servers import REPO, STARTUP_TIMEOUT, free_port
-from .test_cli import CLI, Served, a2a, clean_env, post_message, serving
+from .test_cli import CLI, Served, a2a, clean_env, message_task, post_message, serving
 
 __all__ = ["serving"]  # the fixture, used by name
 
@@ -144,19 +143,10 @@ def reloading(tmp_path: Path) -> Iterator[tuple[Served, Path]]:
 
 
 def _answer(url: str) -> str | None:
+    """The text the agent at ``url`` answers now; None when nothing answers."""
     try:
-        response = httpx.post(
-            url + "/jsonrpc",
-            headers={"A2A-Version": "1.0"},
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "SendMessage",
-                "params": {"message": user_message("which version?")},
-            },
-            timeout=2.0,
-        )
-        text: str = response.json()["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+        task = message_task(url, "which version?", timeout=2.0)
+        text: str = task["artifacts"][0]["parts"][0]["text"]
     except (httpx.TransportError, KeyError, ValueError):
         return None
     return text
