@@ -1182,13 +1182,23 @@ def test_deliveries_of_an_empty_outbox_says_so(tmp_path: Path, database: str) ->
 
 def test_send_shows_progress_on_a_terminal(tmp_path: Path, agent: ServerProcess) -> None:
     """On a TTY the wait is a spinner on standard error, erased before the answer."""
+    process, written = with_terminal_stderr(["send", agent.url, "echo spun"], cwd=tmp_path)
+    assert process.returncode == 0
+    assert b"\r| waiting for the agent" in written
+    assert process.stdout.decode().strip().endswith("TASK_STATE_COMPLETED: spun")
+
+
+def with_terminal_stderr(
+    args: list[str], *, cwd: Path
+) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
+    """Run ``a2a-trio ARGS`` with a pseudo-terminal as standard error; what it wrote there."""
     import pty
 
     leader, follower = pty.openpty()
     try:
         process = subprocess.run(
-            [sys.executable, "-m", "a2a_trio.cli", "send", agent.url, "echo spun"],
-            cwd=tmp_path,
+            [sys.executable, "-m", "a2a_trio.cli", *args],
+            cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=follower,
             timeout=60,
@@ -1205,9 +1215,7 @@ def test_send_shows_progress_on_a_terminal(tmp_path: Path, agent: ServerProcess)
             break
         written += chunk
     os.close(leader)
-    assert process.returncode == 0
-    assert b"\r| waiting for the agent" in written
-    assert process.stdout.decode().strip().endswith("TASK_STATE_COMPLETED: spun")
+    return process, written
 
 
 # --- worker --------------------------------------------------------------------------

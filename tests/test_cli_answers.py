@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from .servers import ServerProcess
-from .test_cli import a2a, agent, task_line
+from .test_cli import a2a, agent, task_line, with_terminal_stderr
 
 __all__ = ["agent"]  # the fixture (tests.scripted_app served by hypercorn), used by name
 
@@ -104,3 +104,15 @@ def test_a_completed_task_exits_0_and_so_does_one_that_waits_for_input(
 ) -> None:
     assert a2a("send", agent.url, "echo fine", cwd=tmp_path).status == 0
     assert a2a("send", agent.url, "ask", cwd=tmp_path).status == 0
+
+
+def test_send_stream_spins_on_a_terminal_until_the_first_words(
+    tmp_path: Path, agent: ServerProcess
+) -> None:
+    # The task exists at once; its only words come a second later: the spinner
+    # (a frame every 0.1 s) turns through that second, not only until the task.
+    args = ["send", agent.url, "sleep 1", "--stream"]
+    process, written = with_terminal_stderr(args, cwd=tmp_path)
+    assert process.returncode == 0
+    assert written.count(b" waiting for the agent") >= 5, written
+    assert process.stdout == b"slept\n"

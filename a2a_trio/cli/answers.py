@@ -99,6 +99,8 @@ async def print_text(events: AsyncIterator[StreamResponse], started: Callable[[]
 
     def write(text: str, *, new_line: bool = False) -> None:
         nonlocal open_line
+        if text:
+            started()  # the spinner turns until the answer's first words, not its first event
         if new_line and open_line:
             out.write("\n")
             open_line = False
@@ -109,7 +111,6 @@ async def print_text(events: AsyncIterator[StreamResponse], started: Callable[[]
 
     last: StreamResponse | None = None
     async for event in events:
-        started()  # the spinner stops
         ending.see(event)
         last = event
         if event.artifact_update is not None:
