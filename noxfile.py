@@ -1,10 +1,12 @@
-"""Developer tasks: ``nox -s tests``, ``nox -s lint``, ``nox -s serve``, ``nox -s bench``,
-``nox -s protos``."""
+"""Developer tasks: ``nox -s tests``, ``nox -s lint``, ``nox -s dist``, ``nox -s serve``,
+``nox -s bench``, ``nox -s protos``."""
 
 from __future__ import annotations
 
+import glob
 import logging
 import re
+import shutil
 from pathlib import Path
 
 import nox
@@ -32,6 +34,15 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", "a2a_trio", "tests", "examples", "bench", "noxfile.py")
     session.run("ruff", "format", "--check", "a2a_trio", "tests", "examples", "bench", "noxfile.py")
     session.run("mypy", "a2a_trio")
+
+
+@nox.session
+def dist(session: nox.Session) -> None:
+    """Build the sdist and the wheel into dist/ and check their metadata with twine."""
+    session.install("build", "twine")
+    shutil.rmtree("dist", ignore_errors=True)
+    session.run("python", "-m", "build")
+    session.run("twine", "check", "--strict", *sorted(glob.glob("dist/*")))
 
 
 @nox.session

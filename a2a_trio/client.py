@@ -15,19 +15,18 @@ StreamResponse events, blocking or streaming alike.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import ssl
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import httpx
-from google.protobuf.message import DecodeError
 from pydantic import BaseModel, ValidationError
 
-from ._grpc_channel import GrpcCallError, GrpcChannel
 from ._http import CLIENT_LIMITS
 from .protocol import (
     PROTOCOL_VERSION,
@@ -60,11 +59,16 @@ from .protocol import (
     TaskState,
     error_from_code,
 )
-from .protocol.grpc_wire import METHODS, GrpcStatus, decode_status_details, error_from_status
 from .protocol.operations import rest_request
-from .protocol.protobuf import MODELS, decode_message, proto_fields, to_proto
-from .protocol.signing import CardKeys, CardSignatureError, verify_card
 from .protocol.sse import SSEDecoder
+
+# gRPC (h2, protobuf) and card signatures (cryptography, PyJWT) are imported
+# by the calls that use them: a JSON-RPC or HTTP+JSON client, the command
+# line's `send` included, starts without them.
+if TYPE_CHECKING:
+    from ._grpc_channel import GrpcCallError, GrpcChannel
+    from .protocol.grpc_wire import GrpcMethod
+    from .protocol.signing import CardKeys
 
 __all__ = ["A2AClient", "answer_text", "fetch_jwks", "text_of"]
 
@@ -256,7 +260,13 @@ _NOT_METADATA = frozenset(
         "user-agent",
     }
 )
-_GRPC_METHODS = {method.operation: method for method in METHODS.values()}
+
+
+@functools.cache
+def _grpc_methods() -> dict[Operation, GrpcMethod]:
+    from .protocol.grpc_wire import METHODS
+
+    return {method.operation: method for method in METHODS.values()}
 
 
 class _Grpc(_Transport):
@@ -282,7 +292,9 @@ class _Grpc(_Transport):
         context = ssl.create_default_context() if tls or port == 443 else None
         if context is not None:
             context.set_alpn_protocols(["h2"])
-        self.channel = GrpcChannel(host.strip("[]"), port, tls=context)
+        from ._grpc_channel import GrpcChannel
+
+        self.channel: GrpcChannel = GrpcChannel(host.strip("[]"), port, tls=context)
 
     def _metadata(self, extra: Mapping[str, str]) -> dict[str, str]:
         metadata = {
@@ -296,19 +308,25 @@ class _Grpc(_Transport):
     def _message(self, operation: Operation, request: BaseModel) -> bytes:
         if self.tenant and "tenant" in type(request).model_fields:
             request = request.model_copy(update={"tenant": self.tenant})
+        from .protocol.protobuf import to_proto
+
         return to_proto(request).SerializeToString()
 
     @staticmethod
     def _document(response: str, data: bytes) -> Any:
         if response == "Empty":
             return {}
+        from .protocol.protobuf import MODELS, decode_message, proto_fields
+
         try:
             return _model(MODELS[response], proto_fields(decode_message(data, response))).to_wire()
         except A2AError as error:
             raise InvalidAgentResponseError(f"unexpected {response}: {error.message}") from None
 
     async def call(self, operation: Operation, request: BaseModel) -> Any:
-        method = _GRPC_METHODS[operation]
+        from ._grpc_channel import GrpcCallError
+
+        method = _grpc_methods()[operation]
         try:
             data = await self.channel.unary(
                 method.path, self._message(operation, request), self._metadata({})
@@ -320,7 +338,9 @@ class _Grpc(_Transport):
     async def stream(
         self, operation: Operation, request: BaseModel, headers: Mapping[str, str]
     ) -> AsyncIterator[tuple[str | None, Any]]:
-        method = _GRPC_METHODS[operation]
+        from ._grpc_channel import GrpcCallError
+
+        method = _grpc_methods()[operation]
         extra = {k: v for k, v in headers.items() if k.lower() != "last-event-id"}
         try:
             async for data in self.channel.server_stream(
@@ -336,23 +356,25 @@ class _Grpc(_Transport):
 
 def _grpc_error(error: GrpcCallError) -> A2AError:
     """The typed A2A error of a failed call, from its ErrorInfo (or its status alone)."""
+    from google.protobuf.message import DecodeError
+
+    from .protocol.grpc_wire import GrpcStatus, decode_status_details, error_from_status
+
     reason: str | None = None
     metadata: dict[str, str] = {}
     details = error.trailers.get("grpc-status-details-bin")
     if details:
         with contextlib.suppress(ValueError, DecodeError):  # a status we cannot read
             reason, metadata = error_from_status(decode_status_details(details))
-    rebuilt = error_from_code(None, error.message, reason=reason or _GRPC_REASONS.get(error.status))
+    #: The errors a status names without an ErrorInfo (any other is an InternalError).
+    reasons = {
+        GrpcStatus.UNAUTHENTICATED: "UNAUTHENTICATED",
+        GrpcStatus.PERMISSION_DENIED: "PERMISSION_DENIED",
+        GrpcStatus.INVALID_ARGUMENT: "INVALID_PARAMS",
+    }
+    rebuilt = error_from_code(None, error.message, reason=reason or reasons.get(error.status))
     rebuilt.metadata = metadata
     return rebuilt
-
-
-#: The errors a status names without an ErrorInfo (any other is an InternalError).
-_GRPC_REASONS = {
-    GrpcStatus.UNAUTHENTICATED: "UNAUTHENTICATED",
-    GrpcStatus.PERMISSION_DENIED: "PERMISSION_DENIED",
-    GrpcStatus.INVALID_ARGUMENT: "INVALID_PARAMS",
-}
 
 
 _TRANSPORTS: dict[str, type[_Transport]] = {"JSONRPC": _JsonRpc, "HTTP+JSON": _Rest, "GRPC": _Grpc}
@@ -367,6 +389,8 @@ async def fetch_jwks(url: str, http: httpx.AsyncClient) -> CardKeys:
         document = response.json()
     except ValueError:
         raise ValueError(f"{url} did not answer JSON, not a JWKS") from None
+    from .protocol.signing import CardKeys
+
     try:
         return CardKeys.from_jwks(document)
     except ValueError as error:
@@ -383,6 +407,8 @@ def _verified(document: Any, keys: CardKeys | None, what: str) -> Any:
         return document
     if not isinstance(document, dict):
         raise InvalidAgentResponseError(f"{what} is not a JSON object")
+    from .protocol.signing import CardSignatureError, verify_card
+
     try:
         verify_card(document, keys)
     except CardSignatureError as error:

@@ -8,16 +8,17 @@ docs/configuration.md.
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from .console import ConsoleSettings, attach_console
 from .protocol.limits import DEPTH_CEILING, Limits
-from .protocol.operations import describe_validation_error
+from .protocol.operations import describe_problem
 from .protocol.signing import CardSigner, SigningAlgorithm
 from .push import PushSettings
 from .runtime import HostSettings
@@ -31,7 +32,7 @@ from .server import (
     MutualTLSAuthenticator,
     ServerSettings,
 )
-from .server.cards import import_object
+from .server.cards import describe_failure, import_object
 from .store.postgres import PoolSettings
 from .store.url import (
     DATABASE_ENV,
@@ -44,6 +45,8 @@ from .store.url import (
 __all__ = ["AgentSettings", "ConfigError", "Settings", "build_app", "load_settings"]
 
 CONFIG_ENV = "A2A_TRIO_CONFIG"
+#: The console's defaults, in one place (an app built in code gets the same).
+_CONSOLE = ConsoleSettings()
 DEFAULT_CONFIG = "a2a.toml"
 
 
@@ -185,21 +188,24 @@ class SchemeSettings(_Section):
 
 
 class ConsoleSection(_Section):
-    """The operator console, its live feed and ``/metrics`` (docs/console.md)."""
+    """The operator console, its live feed and ``/metrics`` (docs/console.md).
 
-    enabled: bool = True
-    path: str = "/_a2a"
+    Its defaults are :class:`ConsoleSettings`'s, which an app built in code gets too.
+    """
+
+    enabled: bool = _CONSOLE.enabled
+    path: str = _CONSOLE.path
     #: The operators' bearer token. Unset: a random one, logged with the
     #: console's URL at start, in development mode; no console in production.
-    token: str | None = None
+    token: str | None = _CONSOLE.token
     #: Or operators are the principals of this security scheme holding ``scope``.
-    scheme: str | None = None
-    scope: str | None = None
-    metrics: bool = True
-    metrics_path: str = "/metrics"
-    metrics_token: str | None = None
-    backlog: int = Field(default=10_000, ge=0)
-    buffer: int = Field(default=1_000, ge=1)
+    scheme: str | None = _CONSOLE.scheme
+    scope: str | None = _CONSOLE.scope
+    metrics: bool = _CONSOLE.metrics
+    metrics_path: str = _CONSOLE.metrics_path
+    metrics_token: str | None = _CONSOLE.metrics_token
+    backlog: int = Field(default=_CONSOLE.backlog, ge=0)
+    buffer: int = Field(default=_CONSOLE.buffer, ge=1)
 
 
 class AgentSettings(_Section):
@@ -257,7 +263,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
     try:
         settings = Settings.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(f"{config_path}: {describe_validation_error(error)}") from None
+        raise ConfigError(f"{config_path}: {_describe(error)}") from None
     storage = settings.storage
     database = os.environ.get(DATABASE_ENV)
     if database:
@@ -269,6 +275,45 @@ def load_settings(path: str | Path | None = None) -> Settings:
     except DatabaseURLError as error:
         raise ConfigError(str(error)) from None
     return settings
+
+
+def _describe(error: ValidationError) -> str:
+    """Each problem with its key; an unknown key with the known one it is closest to."""
+    problems = []
+    for item in error.errors(include_url=False):
+        path = item["loc"]
+        if item["type"] != "extra_forbidden" or not path:
+            problems.append(describe_problem(item))
+            continue
+        known = _keys_at(path[:-1])
+        key = ".".join(str(part) for part in path)
+        close = difflib.get_close_matches(str(path[-1]), known, n=1)
+        if close:
+            guess = ".".join([*(str(part) for part in path[:-1]), close[0]])
+            problems.append(f"{key}: unknown key; did you mean {guess}?")
+        else:
+            problems.append(f"{key}: unknown key; the keys here are {', '.join(known)}")
+    return "; ".join(problems)
+
+
+def _keys_at(path: tuple[int | str, ...]) -> list[str]:
+    """The keys a section of the configuration takes (``path`` as pydantic reports it)."""
+    model: type[BaseModel] = Settings
+    for part in path:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        if field is not None:  # a list index or a mapping's key keeps the model it is in
+            model = _model_in(field.annotation) or model
+    return list(model.model_fields)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in get_args(annotation):
+        found = _model_in(argument)
+        if found is not None:
+            return found
+    return None
 
 
 def _pem(value: str) -> str:
@@ -400,4 +445,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
             )
         except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
             raise ConfigError(f"agents[{index}] ({agent.name}): {error}") from None
+        except Exception as error:  # the agent's own code failed: say what and where
+            problem = describe_failure(error)
+            raise ConfigError(f"agents[{index}] ({agent.name}): {problem}") from None
     return app

@@ -121,6 +121,14 @@ def rows(database: Path | str, query: str, *args: Any) -> list[tuple[Any, ...]]:
 
 def post_message(url: str, text: str, **fields: str) -> str:
     """Send a message with a plain JSON-RPC call (setup, not the CLI under test); the task id."""
+    task_id: str = message_task(url, text, **fields)["id"]
+    return task_id
+
+
+def message_task(
+    url: str, text: str, *, timeout: float = COMMAND_TIMEOUT, **fields: str
+) -> dict[str, Any]:
+    """:func:`post_message`'s task, whole (KeyError when the answer holds none)."""
     response = httpx.post(
         url + "/jsonrpc",
         headers={"A2A-Version": "1.0"},
@@ -130,10 +138,10 @@ def post_message(url: str, text: str, **fields: str) -> str:
             "method": "SendMessage",
             "params": {"message": user_message(text, **fields)},
         },
-        timeout=COMMAND_TIMEOUT,
+        timeout=timeout,
     )
-    task_id: str = response.json()["result"]["task"]["id"]
-    return task_id
+    task: dict[str, Any] = response.json()["result"]["task"]
+    return task
 
 
 # --- help, version, usage ---------------------------------------------------------------
@@ -829,9 +837,9 @@ def test_send_into_pipes_writes_the_answer_and_nothing_else(
 
 
 @binding_param
-def test_send_stream_prints_each_event(tmp_path: Path, agent: ServerProcess, binding: str) -> None:
+def test_send_events_prints_each_event(tmp_path: Path, agent: ServerProcess, binding: str) -> None:
     result = a2a(
-        "send", agent.url, "echo hello there", "--stream", "--binding", binding, cwd=tmp_path
+        "send", agent.url, "echo hello there", "--events", "--binding", binding, cwd=tmp_path
     )
     assert result.status == 0, result.err
     assert task_line(result.lines[0])["state"] == "TASK_STATE_SUBMITTED"
@@ -1174,13 +1182,23 @@ def test_deliveries_of_an_empty_outbox_says_so(tmp_path: Path, database: str) ->
 
 def test_send_shows_progress_on_a_terminal(tmp_path: Path, agent: ServerProcess) -> None:
     """On a TTY the wait is a spinner on standard error, erased before the answer."""
+    process, written = with_terminal_stderr(["send", agent.url, "echo spun"], cwd=tmp_path)
+    assert process.returncode == 0
+    assert b"\r| waiting for the agent" in written
+    assert process.stdout.decode().strip().endswith("TASK_STATE_COMPLETED: spun")
+
+
+def with_terminal_stderr(
+    args: list[str], *, cwd: Path
+) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
+    """Run ``a2a-trio ARGS`` with a pseudo-terminal as standard error; what it wrote there."""
     import pty
 
     leader, follower = pty.openpty()
     try:
         process = subprocess.run(
-            [sys.executable, "-m", "a2a_trio.cli", "send", agent.url, "echo spun"],
-            cwd=tmp_path,
+            [sys.executable, "-m", "a2a_trio.cli", *args],
+            cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=follower,
             timeout=60,
@@ -1197,9 +1215,7 @@ def test_send_shows_progress_on_a_terminal(tmp_path: Path, agent: ServerProcess)
             break
         written += chunk
     os.close(leader)
-    assert process.returncode == 0
-    assert b"\r| waiting for the agent" in written
-    assert process.stdout.decode().strip().endswith("TASK_STATE_COMPLETED: spun")
+    return process, written
 
 
 # --- worker --------------------------------------------------------------------------
@@ -1220,7 +1236,7 @@ def test_a_worker_on_a_sqlite_file_is_refused(tmp_path: Path) -> None:
     assert result.status == 1
     assert result.err.strip().endswith(
         "error: a queue worker needs a database several processes share (PostgreSQL);"
-        " a2a.db is not one"
+        " a2a.db is not one: set storage.url (or A2A_TRIO_DATABASE) to a postgresql:// URL"
     )
 
 

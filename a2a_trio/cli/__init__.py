@@ -1,158 +1,118 @@
 """The ``a2a-trio`` command line.
 
 Exit codes: 0 success; 1 the command ran and found a failure (a MUST
-requirement failed, a card is invalid); 2 the command could not run (bad
-arguments, a missing directory).
+requirement failed, a card is invalid, a task ended FAILED or REJECTED); 2 the
+command could not run (bad arguments, a configuration or an agent's module
+that cannot be loaded, a missing directory).
+
+Each command lives in the module the table below names and is imported only
+when it runs (or its ``--help`` is asked for), so that ``--version``, ``--help``
+and the client verbs do not wait for the server's imports.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from pathlib import Path
+from typing import NamedTuple
 
 import click
 
-from ..conformance import PROFILES
-from ..store.url import DatabaseURLError
-from .commands import card, deliveries, make_executor, prune, serve, worker
-from .remote import cancel, discover, get, list_tasks, send, subscribe
-from .tck import LEVELS, TRANSPORTS, KitError, exit_status, run_kit, summarise
-from .watch import watch
+from .. import __version__
 
 __all__ = ["main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="a2a-trio")
+class _Entry(NamedTuple):
+    module: str
+    attribute: str
+    #: What ``a2a-trio --help`` lists (the command's docstring's first sentence;
+    #: tests/test_cli_speed.py keeps the two the same).
+    summary: str
+
+
+COMMANDS = {
+    "cancel": _Entry("remote", "cancel", "Cancel task TASK_ID."),
+    "card": _Entry("commands", "card", "Print an agent's card exactly as served, and validate it."),
+    "deliveries": _Entry(
+        "commands",
+        "deliveries",
+        "List webhook deliveries (all, or of TASK); `deliveries retry ID` re-queues one.",
+    ),
+    "discover": _Entry(
+        "remote",
+        "discover",
+        "Fetch the card of the agent at URL, print it and validate it (exit 1 if invalid).",
+    ),
+    "get": _Entry("remote", "get", "Show task TASK_ID."),
+    "list": _Entry("remote", "list_tasks", "List your tasks at URL, most recent first."),
+    "make-executor": _Entry(
+        "commands",
+        "make_executor",
+        "Write a skeleton NAMEExecutor (an echo agent that runs as is).",
+    ),
+    "prune": _Entry(
+        "commands",
+        "prune",
+        "Delete finished tasks older than DAYS, with their events, configs and deliveries.",
+    ),
+    "send": _Entry(
+        "remote",
+        "send",
+        "Send TEXT to the agent at URL; prints the answer (or its text as it comes with --stream).",
+    ),
+    "serve": _Entry(
+        "commands",
+        "serve",
+        "Serve your app (MODULE:APP) or the configured agents, everything on (Ctrl+C stops).",
+    ),
+    "subscribe": _Entry(
+        "remote", "subscribe", "Follow task TASK_ID until it ends, printing each event."
+    ),
+    "tck": _Entry(
+        "tck_command",
+        "tck",
+        "Run the official A2A conformance kit against the conformance agent.",
+    ),
+    "watch": _Entry(
+        "watch", "watch", "Print a server's live feed, one line per event, as it happens."
+    ),
+    "worker": _Entry(
+        "commands",
+        "worker",
+        "Run the queued agents' executions (no HTTP) until SIGTERM or Ctrl+C.",
+    ),
+}
+
+
+class _LazyGroup(click.Group):
+    """A group whose commands are imported when one is chosen, not before."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module = importlib.import_module(f"{__name__}.{entry.module}")
+        command: click.Command = getattr(module, entry.attribute)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # The summaries of the table: listing the commands imports none of them.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name].summary) for name in sorted(COMMANDS)])
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# The version from the package, not from its installed metadata (reading that
+# costs a tenth of a second).
+@click.version_option(__version__, prog_name="a2a-trio")
 def main() -> None:
     """Host and talk to A2A 1.0 agents."""
     # Like `python -m`, let configuration import path names the application's own
     # modules (./a2a_agents/ made by make-executor, say) from the working directory.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-
-
-def _split(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
-    items = [item.strip() for item in value.split(",") if item.strip()]
-    allowed = TRANSPORTS if param.name == "transport" else (*PROFILES, "all")
-    unknown = [item for item in items if item not in allowed]
-    if unknown or not items:
-        raise click.BadParameter(f"choose from {', '.join(allowed)}")
-    if "all" in items:
-        return list(PROFILES)
-    return items
-
-
-@main.command()
-@click.option(
-    "--tck-dir",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="A checkout of a2aproject/a2a-tck (branch 1.0-dev).",
-)
-@click.option("--level", type=click.Choice(LEVELS), help="Run only this level (default: all).")
-@click.option(
-    "--transport",
-    default=",".join(TRANSPORTS),
-    show_default=True,
-    callback=_split,
-    help="Comma-separated transports to test.",
-)
-@click.option(
-    "--profile",
-    default="all",
-    show_default=True,
-    callback=_split,
-    help=f"Card profiles to run, comma-separated: {', '.join(PROFILES)}, or all.",
-)
-@click.option(
-    "--reports",
-    type=click.Path(path_type=Path),
-    default=Path("tck-reports"),
-    show_default=True,
-    help="Where each profile's kit reports are kept.",
-)
-@click.option(
-    "--database",
-    metavar="URL",
-    help="Serve on this database (e.g. postgresql://...) instead of a fresh SQLite file"
-    " per profile; its rows are kept.",
-)
-@click.option(
-    "--processes",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Serve from this many processes (hypercorn --workers); needs a PostgreSQL --database.",
-)
-def tck(
-    tck_dir: Path,
-    level: str | None,
-    transport: list[str],
-    profile: list[str],
-    reports: Path,
-    database: str | None,
-    processes: int,
-) -> None:
-    """Run the official A2A conformance kit against the conformance agent.
-
-    Serves the conformance agent on a free loopback port for each card
-    profile, runs the kit's run_tck.py from TCK_DIR (in TCK_DIR/.venv, created
-    when missing), prints a summary per level and exits 1 if any MUST
-    requirement failed or the kit could not run. A profile none of whose
-    tests is at the chosen level is reported as selecting nothing.
-    """
-    try:
-        runs = run_kit(
-            tck_dir.resolve(),
-            level=level,
-            transports=transport,
-            profiles=profile,
-            reports_dir=reports.resolve(),
-            echo=click.echo,
-            database=database,
-            processes=processes,
-        )
-    except (KitError, DatabaseURLError) as error:
-        raise click.UsageError(str(error)) from None
-    counts, names = summarise(runs)
-    click.echo("\n== conformance summary (requirements, all profiles) ==")
-    for lvl in ("MUST", "SHOULD", "MAY"):
-        tally = counts.get(lvl)
-        if tally is None:
-            continue
-        click.echo(
-            f"{lvl:<7} passed {tally['PASS']:>3}   failed {tally['FAIL']:>3}   "
-            f"skipped {tally['SKIPPED']:>3}   not tested {tally['NOT TESTED']:>3}"
-        )
-        for status in ("FAIL", "SKIPPED"):
-            listed = names.get(f"{lvl} {status}")
-            if listed:
-                click.echo(f"        {status.lower()}: {', '.join(listed)}")
-    for run in runs:
-        if run.selected_nothing:
-            click.echo(f"profile {run.profile}: no test of the kit matches; nothing ran")
-        elif run.broken:
-            click.echo(f"profile {run.profile}: the kit could not run (exit {run.exit_code})")
-    for run in runs:
-        click.echo(f"reports ({run.profile}): {run.reports}")
-    raise SystemExit(exit_status(runs))
-
-
-for _command in (
-    make_executor,
-    card,
-    prune,
-    serve,
-    worker,
-    deliveries,
-    send,
-    get,
-    list_tasks,
-    cancel,
-    subscribe,
-    discover,
-    watch,
-):
-    main.add_command(_command)

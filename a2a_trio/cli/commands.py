@@ -10,7 +10,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import click
 import trio
@@ -18,12 +18,14 @@ from pydantic import ValidationError
 
 from ..config import ConfigError, Settings, build_app, load_settings
 from ..protocol import AgentCard, utcnow
-from ..server.app import A2AApp, normalise_prefix
+from ..server import A2AApp
+from ..server.app import normalise_prefix
 from ..server.cards import ServedCard, card_problems, resolve_card
 from ..store import DatabaseInUseError, Store
 from ..store.factory import store_at
 from ..store.postgres import DatabaseUnavailable
 from ..store.url import DatabaseURLError, SqliteLocation, parse_database_url
+from .errors import CannotRun
 from .verify import verify_remote_card
 
 __all__ = ["card", "deliveries", "make_executor", "prune", "serve"]
@@ -44,7 +46,7 @@ def _settings(config_path: Path | None) -> Settings:
     try:
         return load_settings(config_path)
     except ConfigError as error:
-        raise click.UsageError(str(error)) from None
+        raise CannotRun(str(error)) from None
 
 
 database_option = click.option(
@@ -63,7 +65,7 @@ def _store(settings: Settings, database: str | None) -> Store | None:
             parse_database_url(database, key="--database") if database else storage.location()
         )
     except DatabaseURLError as error:
-        raise click.UsageError(str(error)) from None
+        raise CannotRun(str(error)) from None
     if isinstance(location, SqliteLocation) and not location.path.exists():
         return None
     return store_at(location, secret_key=storage.secret_key, pool=storage.pool())
@@ -262,7 +264,9 @@ def _configured_card(settings: Settings, agent: str | None, base: str) -> tuple[
         raise click.UsageError(f"no agent named {agent!r}; agents: {names}")
     try:
         public = resolve_card(chosen.card)
-    except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
+    except (ImportError, AttributeError) as error:  # the configuration names what is not there
+        raise CannotRun(f"agents ({chosen.name}): the card cannot be read: {error}") from None
+    except (ValueError, TypeError, ValidationError) as error:
         click.echo(f"the card of {chosen.name} cannot be read: {error}", err=True)
         raise SystemExit(1) from None
     return chosen.name, ServedCard(public, normalise_prefix(chosen.prefix)).complete(base)
@@ -299,40 +303,87 @@ log_format_option = click.option(
 )
 
 
+def _configured_app(config_path: Path | None) -> A2AApp:
+    try:
+        return build_app(_settings(config_path))
+    except ConfigError as error:
+        raise CannotRun(str(error)) from None
+
+
 @click.command()
+@click.argument("application", metavar="[MODULE:APP]", required=False)
 @click.option("--bind", default="127.0.0.1:8000", show_default=True, help="host:port to listen on.")
 @config_option
 @log_format_option
-def serve(bind: str, config_path: Path | None, log_format: Literal["text", "json"]) -> None:
-    """Serve the configured agents with hypercorn's trio worker (Ctrl+C stops).
+@click.option(
+    "--reload",
+    is_flag=True,
+    help="Restart when a .py or .toml file under the application's folder changes (development).",
+)
+def serve(
+    application: str | None,
+    bind: str,
+    config_path: Path | None,
+    log_format: Literal["text", "json"],
+    reload: bool,
+) -> None:
+    """Serve your app (MODULE:APP) or the configured agents, everything on (Ctrl+C stops).
 
+    MODULE:APP names an ASGI app the way hypercorn does (myagent:app,
+    path/to/myagent.py:app); without it, the agents of the configuration.
+    An A2AApp is served with its console, /metrics and health routes.
     Everything is logged on standard error, each request too (hypercorn's
     access log): a line with time, level and logger each, or JSON.
     """
-    from hypercorn.config import Config
+    if application is not None and config_path is not None:
+        raise click.UsageError("give MODULE:APP or --config, not both")
+    if reload:
+        from .reload import serve_reloading
 
-    from ..console import console_of
+        serve_reloading(application, bind, config_path, log_format)
+        return
+    from hypercorn.config import Config
+    from hypercorn.trio import serve as serve_asgi
+
+    from ..console import ensure_console
     from ..logs import configure_logging, hypercorn_loggers
+    from ..server import LazyApp
     from ..server.serving import KEEP_ALIVE_TIMEOUT
     from ..server.serving import serve as serve_app
+    from .apps import load_application
     from .lifecycle import check_bind, first_signal, progress, refuse, second_signal
 
     configure_logging(log_format)
-
-    try:
-        app = build_app(_settings(config_path))
-    except ConfigError as error:
-        raise click.UsageError(str(error)) from None
+    if application is None:
+        target: Any = _configured_app(config_path)
+    else:
+        target = load_application(application)
+    if isinstance(target, LazyApp):
+        try:
+            target = target.build()
+        except ConfigError as error:
+            raise CannotRun(str(error)) from None
     check_bind(bind, "--bind")  # a port in use: refused before the database is opened
-    console = console_of(app)
-    if console is not None and console.base_url is None:
-        console.base_url = f"http://{bind}"  # the console URL logged at start is complete
+    app = target if isinstance(target, A2AApp) else None
+    if app is not None:
+        console = ensure_console(app)
+        if console.base_url is None:
+            console.base_url = f"http://{bind}"  # the console URL logged at start is complete
     config = Config()
     config.bind = [bind]
     config.accesslog, config.errorlog = hypercorn_loggers()
     config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
 
     async def serve_until_signalled() -> None:
+        if app is None:  # any other ASGI app, as hypercorn serves it
+            log.info("serving %s on http://%s", application, bind)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+
+                async def signalled() -> None:
+                    await signals.__anext__()
+
+                await serve_asgi(target, config, shutdown_trigger=signalled)
+            return
         # SIGINT and SIGTERM start a graceful shutdown instead of interrupting
         # whatever request happens to be running; a second one ends the grace
         # at once (the running tasks end FAILED, recorded as such).
@@ -426,7 +477,7 @@ def worker(
     try:
         app = build_app(settings.model_copy(update={"runtime": runtime}))
     except ConfigError as error:
-        raise click.UsageError(str(error)) from None
+        raise CannotRun(str(error)) from None
     if metrics_bind is not None:
         check_bind(metrics_bind, "--metrics-bind")
 

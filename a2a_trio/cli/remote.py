@@ -15,10 +15,9 @@ import httpx
 import trio
 
 from .._http import CLIENT_LIMITS
-from ..client import A2AClient, text_of
+from ..client import A2AClient
 from ..protocol import A2AError, ProtoModel, SendMessageConfiguration, StreamResponse, TaskState
-from ..protocol.grpc_wire import GrpcError
-from ..server.cards import card_problems
+from .answers import Ending, describe, print_events, print_text
 
 __all__ = ["cancel", "discover", "get", "list_tasks", "send", "subscribe"]
 
@@ -45,18 +44,36 @@ def _connection(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _run(function: Callable[..., Awaitable[T]]) -> Callable[..., T]:
+    """Run the verb on trio; an error answer, a network failure or a task that
+    ended FAILED or REJECTED (an :class:`Ending`) exits 1 saying why."""
+
     @wraps(function)
     def runner(*args: Any, **kwargs: Any) -> T:
         try:
-            return trio.run(lambda: function(*args, **kwargs))
+            result = trio.run(lambda: function(*args, **kwargs))
         except A2AError as error:
             click.echo(f"error {error.code} {type(error).__name__}: {error.message}", err=True)
             raise SystemExit(1) from None
-        except (httpx.HTTPError, GrpcError, ValueError) as error:
+        except Exception as error:
+            if not _is_failure_to_talk(error):
+                raise
             click.echo(f"error: {error}", err=True)
             raise SystemExit(1) from None
+        if isinstance(result, Ending) and result.exit_status():
+            raise SystemExit(result.exit_status())
+        return result
 
     return runner
+
+
+def _is_failure_to_talk(error: Exception) -> bool:
+    """A network failure, an answer that is not A2A, or a failed gRPC call."""
+    if isinstance(error, httpx.HTTPError | ValueError):
+        return True
+    # gRPC's module is imported only by a gRPC call, so its errors are looked
+    # up only if one could have been raised.
+    grpc_wire = sys.modules.get("a2a_trio.protocol.grpc_wire")
+    return grpc_wire is not None and isinstance(error, grpc_wire.GrpcError)
 
 
 async def _connect(url: str, binding: str | None, headers: tuple[str, ...]) -> A2AClient:
@@ -87,22 +104,6 @@ def _headers(headers: tuple[str, ...]) -> dict[str, str]:
 
 def _print(model: ProtoModel, as_json: bool, human: str) -> None:
     click.echo(model.to_json() if as_json else human)
-
-
-def _describe(event: StreamResponse) -> str:
-    if event.task is not None:
-        task = event.task
-        # The artifacts' text, or what the agent said (its question, say).
-        text = text_of(task) or (text_of(task.status.message) if task.status.message else "")
-        return f"task {task.id} {task.status.state.value}" + (f": {text}" if text else "")
-    if event.status_update is not None:
-        status = event.status_update.status
-        note = text_of(status.message) if status.message else ""
-        return f"status {status.state.value}" + (f": {note}" if note else "")
-    if event.artifact_update is not None:
-        return f"artifact: {text_of(event)}"
-    assert event.message is not None
-    return f"message: {text_of(event.message)}"
 
 
 SPINNER = "|/-\\"
@@ -139,18 +140,20 @@ async def _waiting(label: str) -> AsyncIterator[Callable[[], None]]:
             done()
 
 
-async def _relay(events: AsyncIterator[StreamResponse], as_json: bool) -> None:
+async def _relay(events: AsyncIterator[StreamResponse], as_json: bool) -> Ending:
     async with _waiting("waiting for the agent") as started:
-        async for event in events:
-            started()
-            _print(event, as_json, _describe(event))
-            sys.stdout.flush()
+        return await print_events(events, as_json, started)
 
 
 @click.command()
 @_connection
 @click.argument("text")
-@click.option("--stream", is_flag=True, help="Stream the events as they happen.")
+@click.option(
+    "--stream", is_flag=True, help="SendStreamingMessage: print the answer's text as it arrives."
+)
+@click.option(
+    "--events", is_flag=True, help="Print each event on a line of its own (implies --stream)."
+)
 @click.option("--task", "task_id", help="Continue this task.")
 @click.option("--context", "context_id", help="Send within this context.")
 @click.option("--no-wait", is_flag=True, help="Return as soon as the task exists.")
@@ -159,24 +162,31 @@ async def send(
     url: str,
     text: str,
     stream: bool,
+    events: bool,
     task_id: str | None,
     context_id: str | None,
     no_wait: bool,
     binding: str | None,
     headers: tuple[str, ...],
     as_json: bool,
-) -> None:
-    """Send TEXT to the agent at URL; prints the answer (or each event with --stream)."""
+) -> Ending:
+    """Send TEXT to the agent at URL; prints the answer (or its text as it comes with --stream).
+
+    Exits 1 when the task ends FAILED or REJECTED, with the agent's reason.
+    """
     configuration = SendMessageConfiguration(return_immediately=True) if no_wait else None
     async with await _connect(url, binding, headers) as client:
-        events = client.send(
+        answer = client.send(
             text,
-            stream=stream,
+            stream=stream or events,
             task_id=task_id,
             context_id=context_id,
             configuration=configuration,
         )
-        await _relay(events, as_json)
+        if stream and not (events or as_json):
+            async with _waiting("waiting for the agent") as started:
+                return await print_text(answer, started)
+        return await _relay(answer, as_json)
 
 
 @click.command()
@@ -195,7 +205,7 @@ async def get(
     """Show task TASK_ID."""
     async with await _connect(url, binding, headers) as client:
         task = await client.get_task(task_id, history_length=history_length)
-        _print(task, as_json, _describe(StreamResponse(task=task)))
+        _print(task, as_json, describe(StreamResponse(task=task)))
 
 
 @click.command("list")
@@ -241,7 +251,7 @@ async def cancel(
     """Cancel task TASK_ID."""
     async with await _connect(url, binding, headers) as client:
         task = await client.cancel_task(task_id)
-        _print(task, as_json, _describe(StreamResponse(task=task)))
+        _print(task, as_json, describe(StreamResponse(task=task)))
 
 
 @click.command()
@@ -256,10 +266,13 @@ async def subscribe(
     binding: str | None,
     headers: tuple[str, ...],
     as_json: bool,
-) -> None:
-    """Follow task TASK_ID until it ends, printing each event."""
+) -> Ending:
+    """Follow task TASK_ID until it ends, printing each event.
+
+    Exits 1 when the task ends FAILED or REJECTED, with the agent's reason.
+    """
     async with await _connect(url, binding, headers) as client:
-        await _relay(client.subscribe(task_id, last_event_id=last_event_id), as_json)
+        return await _relay(client.subscribe(task_id, last_event_id=last_event_id), as_json)
 
 
 @click.command()
@@ -271,6 +284,8 @@ async def discover(url: str, headers: tuple[str, ...]) -> None:
     async with httpx.AsyncClient(headers=_headers(headers), limits=CLIENT_LIMITS) as http:
         card = await A2AClient.fetch_card(url, http)
     click.echo(json.dumps(card.to_wire(), indent=2))
+    from ..server.cards import card_problems  # the server's own checks, imported for this verb
+
     problems = card_problems(card)
     if problems:
         click.echo("\nthe card is invalid:", err=True)

@@ -123,9 +123,21 @@ async def _tail(
         except ConnectionRejected as rejected:
             if rejected.status_code in (401, 403, 404):
                 meaning = {401: "the console token was refused", 404: "no feed there"}
+                fix = {
+                    401: (
+                        "; pass the operators' token with --token or $"
+                        f"{TOKEN_ENV}: the server's [console] token, or the one it made up"
+                        " and logged at start (console ...#token=...)"
+                        if token
+                        else f"; no token was given: pass it with --token or ${TOKEN_ENV}"
+                        " (the server's [console] token, or the one it logged at start)"
+                    ),
+                    404: "; is URL the server, and --path its [console] path?",
+                }
                 raise click.ClickException(
                     f"{meaning.get(rejected.status_code, 'refused')} "
                     f"(HTTP {rejected.status_code}) at {address.split('?')[0]}"
+                    + fix.get(rejected.status_code, "")
                 ) from None
             problem = f"HTTP {rejected.status_code}"
         except ConnectionClosed as closed:

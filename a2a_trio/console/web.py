@@ -36,7 +36,7 @@ from .fleet_view import deployment_counters, members, served_address, webhook_ho
 from .hub import FeedHub, Subscriber
 from .metrics import Metrics
 
-__all__ = ["Console", "ConsoleSettings", "attach_console", "console_of"]
+__all__ = ["Console", "ConsoleSettings", "attach_console", "console_of", "ensure_console"]
 
 log = logging.getLogger("a2a_trio.console")
 
@@ -612,6 +612,17 @@ def console_of(app: A2AApp) -> Console | None:
     """The console attached to ``app``, if any."""
     console = app.extensions.get(_EXTENSION)
     return console if isinstance(console, Console) else None
+
+
+def ensure_console(app: A2AApp) -> Console:
+    """The console of ``app``; the default one (:class:`ConsoleSettings`, development
+    mode) attached now when it has none.
+
+    Every app gets its console here or from its configuration's ``[console]``
+    section, whose defaults are :class:`ConsoleSettings`'s: an app built in
+    code and one built from a2a.toml are served alike.
+    """
+    return console_of(app) or attach_console(app)
 
 
 def _token_matches(token: str, authorization: str | None) -> bool:

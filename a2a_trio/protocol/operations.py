@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
 from .errors import (
     InvalidParamsError,
@@ -44,6 +45,7 @@ __all__ = [
     "Call",
     "JsonRpcCall",
     "Operation",
+    "describe_problem",
     "describe_validation_error",
     "is_jsonrpc_method",
     "parse_jsonrpc",
@@ -120,13 +122,16 @@ class JsonRpcCall:
 
 def describe_validation_error(error: ValidationError, prefix: str = "") -> str:
     """One line per problem, each naming the field path as sent on the wire."""
-    problems = []
-    for item in error.errors(include_url=False):
-        location = ".".join(str(part) for part in item["loc"] if part != "function-after[...]")
-        location = ".".join(filter(None, [prefix, location]))
-        message = item["msg"].removeprefix("Value error, ")
-        problems.append(f"{location}: {message}" if location else message)
+    problems = [describe_problem(item, prefix) for item in error.errors(include_url=False)]
     return "; ".join(problems) or "invalid parameters"
+
+
+def describe_problem(item: ErrorDetails, prefix: str = "") -> str:
+    """One problem of a :class:`ValidationError`: ``field.path: what is wrong``."""
+    location = ".".join(str(part) for part in item["loc"] if part != "function-after[...]")
+    location = ".".join(filter(None, [prefix, location]))
+    message = item["msg"].removeprefix("Value error, ")
+    return f"{location}: {message}" if location else message
 
 
 def validate_params(

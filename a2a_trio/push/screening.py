@@ -53,12 +53,17 @@ class WebhookRefused(Exception):
     ``reason`` says why, for people (it may be shown to the client that asked).
     ``retryable`` is true only when the host did not resolve, which may be a
     passing DNS failure; every other refusal will be the same next time.
+    ``exemptable_host`` is the host when naming it in ``allowed_hosts`` would
+    let it through (its address is what was refused).
     """
 
-    def __init__(self, reason: str, *, retryable: bool = False) -> None:
+    def __init__(
+        self, reason: str, *, retryable: bool = False, exemptable_host: str | None = None
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retryable = retryable
+        self.exemptable_host = exemptable_host
 
 
 def _v4(network: str) -> ipaddress.IPv4Network:
@@ -261,7 +266,7 @@ class AddressScreen:
         if literal is not None:
             refusal = address_refusal(literal)
             if refusal is not None:
-                raise WebhookRefused(refusal)
+                raise WebhookRefused(refusal, exemptable_host=host)
             return ScreenedTarget(url, scheme, host, port, address=str(literal))
         address = await self._resolve_and_check(host, port)
         return ScreenedTarget(url, scheme, host, port, address=address)
@@ -278,7 +283,9 @@ class AddressScreen:
         for address in addresses:
             refusal = address_refusal(address)
             if refusal is not None:
-                raise WebhookRefused(f"{host} resolves to a refused address: {refusal}")
+                raise WebhookRefused(
+                    f"{host} resolves to a refused address: {refusal}", exemptable_host=host
+                )
         return addresses[0]
 
 

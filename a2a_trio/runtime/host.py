@@ -11,6 +11,7 @@ these together and answers the operations, each scoped to its caller's tasks.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -753,8 +754,14 @@ class AgentHost:
         try:
             await self.push.screen.screen(config.url)
         except WebhookRefused as refusal:
+            fix = ""
+            if refusal.exemptable_host is not None:  # say how a wanted receiver gets through
+                fix = (
+                    f" (a receiver meant to be reached there is let through by the server's "
+                    f"push.allowed_hosts = [{json.dumps(refusal.exemptable_host)}])"
+                )
             raise InvalidParamsError(
-                f"url: webhook refused: {refusal.reason}", metadata={"field": "url"}
+                f"url: webhook refused: {refusal.reason}{fix}", metadata={"field": "url"}
             ) from None
 
     async def create_push_config(

@@ -16,6 +16,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from .._lazy_app import LazyApp
 from ..adapters.asyncio import AsyncioAgentExecutor, AsyncioBridge
 from ..protocol import AgentCard, InvalidRequestError
 from ..protocol.signing import CardSigner, signed_payload
@@ -111,9 +112,12 @@ class A2AApp(QuartTrio):
         app.mount("/echo", card=my_card, executor=EchoExecutor(), name="echo")
 
     With a ``card_signer`` every card and extended card is served signed
-    (spec 8.4). Serve it with ``a2a-trio serve``, ``hypercorn --worker-class
-    trio module:app``, or inside a trio program with
-    :func:`a2a_trio.server.serve` (or ``hypercorn.trio.serve``). The hosts
+    (spec 8.4). Unless ``console`` is False, the app serves the operator
+    console and ``/metrics`` with their defaults when it starts, as an app
+    built from a2a.toml does (an :func:`~a2a_trio.console.attach_console` of
+    your own before then takes their place). Serve it with ``a2a-trio serve
+    module:app``, ``hypercorn --worker-class trio module:app``, or inside a
+    trio program with :func:`a2a_trio.server.serve` (or ``hypercorn.trio.serve``). The hosts
     start with the app's lifespan and shut down in order with it;
     docs/configuration.md says when their grace begins under each.
     """
@@ -131,6 +135,7 @@ class A2AApp(QuartTrio):
         host_settings: HostSettings | None = None,
         push_settings: PushSettings | None = None,
         card_signer: CardSigner | None = None,
+        console: bool = True,
     ) -> None:
         super().__init__(import_name)
         self.a2a_settings = settings or ServerSettings()
@@ -189,6 +194,8 @@ class A2AApp(QuartTrio):
         #: Set when the shutdown begins: long-lived connections of the app's
         #: own (the console's feed) close then instead of holding it up.
         self.stopping = trio.Event()
+        if console:  # first: the console's own start-up hook follows the hosts'
+            self.before_serving(self._ensure_console)
         self.before_serving(self._start_hosts)
         self.add_url_rule(f"{HEALTH_PATH}/live", "a2a.health.live", self._live, methods=["GET"])
         self.add_url_rule(f"{HEALTH_PATH}/ready", "a2a.health.ready", self._ready, methods=["GET"])
@@ -585,6 +592,13 @@ class A2AApp(QuartTrio):
                 await self._store.aclose()
             self._store = None
 
+    async def _ensure_console(self) -> None:
+        # The console sits on top of this module (it imports it), so it is
+        # imported here, when serving begins.
+        from ..console import ensure_console
+
+        ensure_console(self)
+
     async def _start_hosts(self) -> None:
         self.stopping = trio.Event()
         self._add_root_route()
@@ -674,7 +688,8 @@ class A2AApp(QuartTrio):
             if self.store.coordination is None:
                 raise ValueError(
                     "a queue worker needs a database several processes share (PostgreSQL);"
-                    f" {self.store.display} is not one"
+                    f" {self.store.display} is not one: set storage.url (or"
+                    " A2A_TRIO_DATABASE) to a postgresql:// URL"
                 )
             async with trio.open_nursery() as self._services:
                 await self._start_hosts()
@@ -740,26 +755,3 @@ class A2AApp(QuartTrio):
     def card_for(self, name: str, base: str) -> AgentCard:
         """The card of agent ``name`` exactly as served at ``base``, signatures included."""
         return self.mounts[name].card.served(base)
-
-
-class LazyApp:
-    """An ASGI app built by ``factory`` on first use (first call or attribute).
-
-    Module-level apps served by ``hypercorn module:app`` use it so that
-    importing the module reads no configuration and opens no database.
-    """
-
-    def __init__(self, factory: Callable[[], A2AApp]) -> None:
-        self._factory = factory
-        self._app: A2AApp | None = None
-
-    def build(self) -> A2AApp:
-        if self._app is None:
-            self._app = self._factory()
-        return self._app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.build()(scope, receive, send)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.build(), name)

@@ -7,6 +7,7 @@ import importlib
 import json
 import logging
 import re
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,16 +43,36 @@ GRPC_BINDING = "GRPC"
 
 
 def import_object(path: str) -> Any:
-    """Import ``package.module:attribute`` (or ``package.module.attribute``)."""
+    """Import ``package.module:attribute`` (or ``package.module.attribute``).
+
+    A module that fails as it is imported (a SyntaxError, a NameError, ...)
+    raises ImportError saying what and where (:func:`describe_failure`).
+    """
     module_name, _, attribute = path.partition(":")
     if not attribute:
         module_name, _, attribute = path.rpartition(".")
     if not module_name or not attribute:
         raise ValueError(f"{path!r} is not an import path like 'package.module:name'")
-    target: Any = importlib.import_module(module_name)
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError:
+        raise
+    except Exception as error:
+        raise ImportError(f"importing {module_name} failed: {describe_failure(error)}") from None
     for part in attribute.split("."):
         target = getattr(target, part)
     return target
+
+
+def describe_failure(error: BaseException) -> str:
+    """``Kind: message (file, line N)``: what went wrong in the application's code, and where."""
+    if isinstance(error, SyntaxError):  # where the parser stopped, not a frame
+        return f"{type(error).__name__}: {error.msg} ({error.filename}, line {error.lineno})"
+    frames = traceback.extract_tb(error.__traceback__)
+    # The innermost frame of the application's own code, not of importlib.
+    own = [frame for frame in frames if "importlib" not in frame.filename]
+    where = f" ({own[-1].filename}, line {own[-1].lineno})" if own else ""
+    return f"{type(error).__name__}: {error}{where}"
 
 
 def resolve_card(source: CardSource) -> AgentCard:

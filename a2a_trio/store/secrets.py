@@ -59,7 +59,7 @@ def development_key(database_path: Path) -> bytes:
         handle.write(key + b"\n")
     log.warning(
         "no secret key configured: generated a development key at %s; "
-        "set one in the configuration for production",
+        "set storage.secret_key (A2AApp(secret_key=...) in code) for production",
         key_path,
     )
     return key

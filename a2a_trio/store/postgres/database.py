@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import select
+import shlex
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -231,8 +232,20 @@ def connect(
         reason = str(error).strip().replace(location.password or "\0", "***")
         raise DatabaseUnavailable(
             f"{location.key}: cannot connect to PostgreSQL at {location.display}: {reason}"
+            + _fix_for(location, reason)
         ) from None
     return conn
+
+
+def _fix_for(location: PostgresLocation, reason: str) -> str:
+    """What to do about a refused connection, where libpq's reason makes it plain."""
+    if f'database "{location.dbname}" does not exist' in reason:
+        user = f" -U {shlex.quote(location.user)}" if location.user else ""
+        return (
+            f"; create it with: createdb -h {location.host} -p {location.port}{user} "
+            f"{shlex.quote(location.dbname)} (or name another database in {location.key})"
+        )
+    return ""
 
 
 def _interrupt(conn: Connection, finished: threading.Event, grace: float) -> None:
