@@ -124,7 +124,8 @@ async def assert_both_still_serve(connection: RawH2, server: ServerProcess) -> N
 
 def test_the_mend_is_installed_for_the_hypercorn_in_use() -> None:
     # Fails on a hypercorn release the mend was not written for: check the
-    # faults there (this file) and extend MENDED_VERSIONS or drop the mend.
+    # faults there (this file) and extend hypercorn_release.MENDED_VERSIONS
+    # (and pyproject's pin) or drop the mend.
     assert hypercorn_h2.install()
 
 

@@ -25,7 +25,7 @@ from ..store import SqliteStore, Store, checkpoint_periodically
 from ..store.factory import store_at
 from ..store.postgres import PoolSettings
 from ..store.url import DatabaseLocation
-from . import hypercorn_h2, hypercorn_tcp
+from . import hypercorn_h2, hypercorn_release, hypercorn_tcp
 from .asgi import (
     JSON_CONTENT_TYPE,
     ClientGone,
@@ -119,8 +119,11 @@ class A2AApp(QuartTrio):
         super().__init__(import_name)
         self.a2a_settings = settings or ServerSettings()
         # Before any connection: hypercorn's connections, and HTTP/2 on them, mended.
-        hypercorn_tcp.install(self.a2a_settings.send_timeout)
-        hypercorn_h2.install(self.a2a_settings.send_timeout)
+        # Each app's own send_timeout; on a release the mends do not cover,
+        # HTTP/2 is refused and the start logs what else is open.
+        hypercorn_tcp.install(self, self.a2a_settings.send_timeout)
+        hypercorn_h2.install(self, self.a2a_settings.send_timeout)
+        self.before_serving(hypercorn_release.log_unprotected)
         self.host_settings = host_settings or HostSettings()
         self.push_settings = push_settings or PushSettings()
         #: Signs every agent's card and extended card when they are served.
@@ -651,9 +654,18 @@ class LazyApp:
         self._app: A2AApp | None = None
 
     def build(self) -> A2AApp:
+        """The app, built by the factory on the first call."""
         if self._app is None:
             self._app = self._factory()
         return self._app
+
+    @property
+    def app(self) -> A2AApp:
+        """The app (built now if it was not), where ASGI wrappers keep what they wrap.
+
+        hypercorn's mends find each app's ``send_timeout`` through it.
+        """
+        return self.build()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await self.build()(scope, receive, send)

@@ -29,23 +29,26 @@ in a nursery that also holds the protocol's tasks and an idle timer.
    memory (30 such connections asking for an 8 MB task: 290 MB) and its
    tasks alive, and a SIGTERM does not stop the server while it stays. Here
    a write that cannot hand :data:`.hypercorn_h2.SEND_PROGRESS` bytes to the
-   client within ``send_timeout`` seconds (:func:`install`) closes the
-   connection.
+   client within its app's ``send_timeout`` seconds (:func:`install`)
+   closes the connection.
 
 :func:`install` puts the class where hypercorn's trio worker finds it;
 :class:`a2a_trio.A2AApp` installs it when it is built (before the worker
 starts accepting), next to :func:`.hypercorn_h2.install`, for the hypercorn
-versions it was written against (:data:`.hypercorn_h2.MENDED_VERSIONS`).
+releases it was written against (:data:`.hypercorn_release.MENDED_VERSIONS`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import hypercorn.trio.run
 import trio
 from hypercorn.events import Closed, Event, RawData, Updated
 from hypercorn.trio.tcp_server import TCPServer
 
-from .hypercorn_h2 import SEND_PROGRESS, SEND_TIMEOUT, mendable
+from .hypercorn_h2 import SEND_PROGRESS, SEND_TIMEOUT, send_timeout_for, set_send_timeout
+from .hypercorn_release import mendable
 
 __all__ = ["MendedTCPServer", "install", "installed"]
 
@@ -54,8 +57,12 @@ class MendedTCPServer(TCPServer):
     """hypercorn's trio ``TCPServer``, its connection's faults its own (module docstring)."""
 
     _reading = True
-    #: Seconds a write may take to hand SEND_PROGRESS bytes over (fault 3; set by install).
+    #: Seconds a write may take to hand SEND_PROGRESS bytes over (fault 3): its app's.
     send_timeout = SEND_TIMEOUT
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.send_timeout = send_timeout_for(self.app)
 
     # -- fault 1: a connection's fault closes that connection -------------------
 
@@ -112,15 +119,17 @@ def installed() -> bool:
     return vars(hypercorn.trio.run)["TCPServer"] is MendedTCPServer
 
 
-def install(send_timeout: float = SEND_TIMEOUT) -> bool:
+def install(app: object | None = None, send_timeout: float = SEND_TIMEOUT) -> bool:
     """Make hypercorn's trio worker serve connections with :class:`MendedTCPServer`.
 
-    ``send_timeout``: seconds a write may take to hand ``SEND_PROGRESS`` bytes
-    to the client (fault 3), for every connection of the process from now on.
-    Idempotent; effective for the servers started after it. Returns whether it
-    is installed: not for a hypercorn release outside ``MENDED_VERSIONS``.
+    ``send_timeout``: seconds a write to a client of ``app`` may take to hand
+    ``SEND_PROGRESS`` bytes over (fault 3); each app keeps its own
+    (:func:`.hypercorn_h2.set_send_timeout`). Idempotent; effective for the
+    servers started after it. Returns whether it is installed: not for a
+    hypercorn release outside ``MENDED_VERSIONS``.
     """
-    MendedTCPServer.send_timeout = send_timeout
+    if app is not None:
+        set_send_timeout(app, send_timeout)
     if mendable():
         # Where worker_serve looks the class up when it starts listening.
         setattr(hypercorn.trio.run, "TCPServer", MendedTCPServer)  # noqa: B010
