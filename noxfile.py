@@ -27,11 +27,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (style and bugs) and mypy --strict."""
+    """ruff (style and bugs) and mypy --strict over the package and its tests."""
     session.install("-e", ".[dev]")
     session.run("ruff", "check", "a2a_trio", "tests", "examples", "bench", "noxfile.py")
     session.run("ruff", "format", "--check", "a2a_trio", "tests", "examples", "bench", "noxfile.py")
-    session.run("mypy", "a2a_trio")
+    session.run("mypy", "a2a_trio", "tests", "noxfile.py")
 
 
 @nox.session

@@ -87,7 +87,9 @@ class RawH2:
             return
         for event in self.h2.receive_data(data):
             if isinstance(event, h2.events.ResponseReceived):
-                self.statuses[event.stream_id] = dict(event.headers)[":status"]
+                # str under header_encoding, whatever h2's annotations say (bytes).
+                headers: dict[Any, Any] = dict(event.headers)
+                self.statuses[event.stream_id] = headers[":status"]
             elif isinstance(event, h2.events.DataReceived):
                 self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
             elif isinstance(event, h2.events.StreamEnded):
