@@ -490,6 +490,7 @@ class A2AClient:
         return _model(AgentCard, _verified(document, card_keys, f"the card at {url}"))
 
     async def aclose(self) -> None:
+        """Close the transport, and the HTTP client if this client made it."""
         await self._transport.aclose()
         if self._owns_http:
             await self.http.aclose()
@@ -574,6 +575,7 @@ class A2AClient:
     # --- tasks ----------------------------------------------------------------------
 
     async def get_task(self, task_id: str, *, history_length: int | None = None) -> Task:
+        """The task (GetTask), with at most ``history_length`` messages of its history."""
         request = GetTaskRequest(id=task_id, history_length=history_length)
         return _model(Task, await self._transport.call(Operation.GET_TASK, request))
 
@@ -587,6 +589,7 @@ class A2AClient:
         history_length: int | None = None,
         include_artifacts: bool | None = None,
     ) -> ListTasksResponse:
+        """One page of the caller's tasks (ListTasks), filtered by context and state."""
         request = ListTasksRequest(
             context_id=context_id,
             status=status,
@@ -598,6 +601,7 @@ class A2AClient:
         return _model(ListTasksResponse, await self._transport.call(Operation.LIST_TASKS, request))
 
     async def cancel_task(self, task_id: str) -> Task:
+        """Ask the agent to stop the task (CancelTask); the task as it stands after."""
         request = CancelTaskRequest(id=task_id)
         return _model(Task, await self._transport.call(Operation.CANCEL_TASK, request))
 
@@ -623,6 +627,7 @@ class A2AClient:
         token: str | None = None,
         authentication: AuthenticationInfo | None = None,
     ) -> TaskPushNotificationConfig:
+        """Have the task's updates pushed to ``url`` (CreateTaskPushNotificationConfig)."""
         request = TaskPushNotificationConfig(
             task_id=task_id, id=config_id, url=url, token=token, authentication=authentication
         )
@@ -630,16 +635,19 @@ class A2AClient:
         return _model(TaskPushNotificationConfig, document)
 
     async def get_push_config(self, task_id: str, config_id: str) -> TaskPushNotificationConfig:
+        """One webhook config of the task."""
         request = GetTaskPushNotificationConfigRequest(task_id=task_id, id=config_id)
         document = await self._transport.call(Operation.GET_PUSH_CONFIG, request)
         return _model(TaskPushNotificationConfig, document)
 
     async def list_push_configs(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        """Every webhook config of the task."""
         request = ListTaskPushNotificationConfigsRequest(task_id=task_id)
         document = await self._transport.call(Operation.LIST_PUSH_CONFIGS, request)
         return _model(ListTaskPushNotificationConfigsResponse, document).configs
 
     async def delete_push_config(self, task_id: str, config_id: str) -> None:
+        """Remove a webhook config of the task."""
         request = DeleteTaskPushNotificationConfigRequest(task_id=task_id, id=config_id)
         await self._transport.call(Operation.DELETE_PUSH_CONFIG, request)
 

@@ -371,6 +371,7 @@ class A2AApp(QuartTrio):
         return None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """The ASGI entry point: lifespan, protocol routes and cards here, the rest via Quart."""
         if scope["type"] == "lifespan":
             await self._serve_lifespan(scope, receive, send)
             return
@@ -668,6 +669,7 @@ class LazyApp:
         return self.build()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """The ASGI entry point of the app, built on the first call."""
         await self.build()(scope, receive, send)
 
     def __getattr__(self, name: str) -> Any:
