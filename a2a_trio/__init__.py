@@ -8,6 +8,9 @@ app described by ``a2a.toml`` (or the bundled echo agent), built on first use.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
+
 from . import protocol
 from .adapters import AsyncioAgentExecutor, AsyncioBridge, AsyncioEventQueue
 from .client import A2AClient, answer_text, fetch_jwks, text_of
@@ -53,7 +56,11 @@ from .server import (
 )
 from .store import SqliteStore, Store
 
-__version__ = "0.1.0"
+try:
+    #: The installed release: pyproject.toml's version is the one source.
+    __version__ = _distribution_version("a2a-trio")
+except PackageNotFoundError:  # a checkout on sys.path that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "A2AApp",
