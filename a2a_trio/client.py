@@ -566,10 +566,12 @@ class A2AClient:
         self, content: str | Message | Sequence[Part], **options: Any
     ) -> Task | Message:
         """A blocking send: the task (or the agent's direct message)."""
-        async for event in self.send(content, **options):
-            payload = event.payload
-            if isinstance(payload, Task | Message):
-                return payload
+        # Closed here, not left half-read to the garbage collector (ResourceWarning).
+        async with contextlib.aclosing(self.send(content, **options)) as events:
+            async for event in events:
+                payload = event.payload
+                if isinstance(payload, Task | Message):
+                    return payload
         raise InvalidAgentResponseError("no task or message in the answer")
 
     # --- tasks ----------------------------------------------------------------------
