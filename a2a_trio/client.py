@@ -19,7 +19,7 @@ import itertools
 import json
 import ssl
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -538,7 +538,7 @@ class A2AClient:
         context_id: str | None = None,
         configuration: SendMessageConfiguration | None = None,
         metadata: Mapping[str, Any] | None = None,
-    ) -> AsyncIterator[StreamResponse]:
+    ) -> AsyncGenerator[StreamResponse, None]:
         """Send a message; yields each event (one for a blocking send)."""
         request = SendMessageRequest(
             message=self.message(content, task_id=task_id, context_id=context_id),
