@@ -29,9 +29,11 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff (style and bugs), mypy --strict over the package and its tests, the docs' build."""
     session.install("-e", ".[dev]")
-    session.run("ruff", "check", "a2a_trio", "tests", "examples", "bench", "noxfile.py")
-    session.run("ruff", "format", "--check", "a2a_trio", "tests", "examples", "bench", "noxfile.py")
-    session.run("mypy", "a2a_trio", "tests", "noxfile.py")
+    session.run("ruff", "check", "a2a_trio", "tests", "examples", "bench", "tools", "noxfile.py")
+    session.run(
+        "ruff", "format", "--check", "a2a_trio", "tests", "examples", "bench", "tools", "noxfile.py"
+    )
+    session.run("mypy", "a2a_trio", "tests", "tools", "noxfile.py")
     session.run("mkdocs", "build", "--strict", "--quiet")
 
 
