@@ -29,7 +29,7 @@ import trio
 from a2a_trio.server.hypercorn_release import MENDED_VERSIONS
 
 from .conftest import user_message
-from .servers import CARD_PATH, ServerProcess
+from .servers import CARD_PATH, ServerProcess, hypercorn_command
 
 UNMENDED = "0.17.3"
 REQUIREMENT = f"hypercorn=={UNMENDED}"
@@ -85,16 +85,7 @@ def server(
     directory = tmp_path_factory.mktemp("unmended")
 
     def command(port: int) -> list[str]:
-        return [
-            str(unmended_python),
-            "-m",
-            "hypercorn",
-            "--worker-class",
-            "trio",
-            "-b",
-            f"127.0.0.1:{port}",
-            "a2a_trio:app",
-        ]
+        return hypercorn_command("a2a_trio:app", port, python=str(unmended_python))
 
     with ServerProcess.configured_app_served(directory, command=command) as process:
         yield process
