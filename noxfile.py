@@ -1,4 +1,4 @@
-"""Developer tasks: ``nox -s tests``, ``nox -s lint``, ``nox -s dist``, ``nox -s serve``,
+"""Developer tasks: ``nox -s tests``, ``nox -s lint``, ``nox -s docs``, ``nox -s dist``, ``nox -s serve``,
 ``nox -s bench``, ``nox -s protos``."""
 
 from __future__ import annotations
@@ -29,11 +29,24 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (style and bugs) and mypy --strict."""
+    """ruff (style and bugs), mypy --strict over the package and its tests, the docs' build."""
     session.install("-e", ".[dev]")
-    session.run("ruff", "check", "a2a_trio", "tests", "examples", "bench", "noxfile.py")
-    session.run("ruff", "format", "--check", "a2a_trio", "tests", "examples", "bench", "noxfile.py")
-    session.run("mypy", "a2a_trio")
+    session.run("ruff", "check", "a2a_trio", "tests", "examples", "bench", "tools", "noxfile.py")
+    session.run(
+        "ruff", "format", "--check", "a2a_trio", "tests", "examples", "bench", "tools", "noxfile.py"
+    )
+    session.run("mypy", "a2a_trio", "tests", "tools", "noxfile.py")
+    session.run("mkdocs", "build", "--strict", "--quiet")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The guides and the API reference (docs/api.md) as a site in build/docs.
+
+    Strict: a warning (a broken link, a docstring mkdocstrings cannot read) fails it.
+    """
+    session.install("-e", ".[docs]")
+    session.run("mkdocs", "build", "--strict")
 
 
 @nox.session

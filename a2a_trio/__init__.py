@@ -14,6 +14,8 @@ each is the object of the module named beside it.
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING, Any
 
 from ._lazy_app import LazyApp
@@ -63,7 +65,11 @@ if TYPE_CHECKING:
     )
     from .store import SqliteStore, Store
 
-__version__ = "0.1.0"
+try:
+    #: The installed release: pyproject.toml's version is the one source.
+    __version__ = _distribution_version("a2a-trio")
+except PackageNotFoundError:  # a checkout on sys.path that was never installed
+    __version__ = "0+unknown"
 
 #: Where each public name lives (imported on first use, see :func:`__getattr__`).
 _HOMES = {

@@ -23,11 +23,21 @@ class LazyApp:
         self._app: A2AApp | None = None
 
     def build(self) -> A2AApp:
+        """The app, built by the factory on the first call."""
         if self._app is None:
             self._app = self._factory()
         return self._app
 
+    @property
+    def app(self) -> A2AApp:
+        """The app (built now if it was not), where ASGI wrappers keep what they wrap.
+
+        hypercorn's mends find each app's ``send_timeout`` through it.
+        """
+        return self.build()
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """The ASGI entry point of the app, built on the first call."""
         await self.build()(scope, receive, send)
 
     def __getattr__(self, name: str) -> Any:

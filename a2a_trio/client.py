@@ -20,7 +20,7 @@ import itertools
 import json
 import ssl
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -516,6 +516,7 @@ class A2AClient:
         return _model(AgentCard, _verified(document, card_keys, f"the card at {url}"))
 
     async def aclose(self) -> None:
+        """Close the transport, and the HTTP client if this client made it."""
         await self._transport.aclose()
         if self._owns_http:
             await self.http.aclose()
@@ -563,7 +564,7 @@ class A2AClient:
         context_id: str | None = None,
         configuration: SendMessageConfiguration | None = None,
         metadata: Mapping[str, Any] | None = None,
-    ) -> AsyncIterator[StreamResponse]:
+    ) -> AsyncGenerator[StreamResponse, None]:
         """Send a message; yields each event (one for a blocking send)."""
         request = SendMessageRequest(
             message=self.message(content, task_id=task_id, context_id=context_id),
@@ -591,15 +592,18 @@ class A2AClient:
         self, content: str | Message | Sequence[Part], **options: Any
     ) -> Task | Message:
         """A blocking send: the task (or the agent's direct message)."""
-        async for event in self.send(content, **options):
-            payload = event.payload
-            if isinstance(payload, Task | Message):
-                return payload
+        # Closed here, not left half-read to the garbage collector (ResourceWarning).
+        async with contextlib.aclosing(self.send(content, **options)) as events:
+            async for event in events:
+                payload = event.payload
+                if isinstance(payload, Task | Message):
+                    return payload
         raise InvalidAgentResponseError("no task or message in the answer")
 
     # --- tasks ----------------------------------------------------------------------
 
     async def get_task(self, task_id: str, *, history_length: int | None = None) -> Task:
+        """The task (GetTask), with at most ``history_length`` messages of its history."""
         request = GetTaskRequest(id=task_id, history_length=history_length)
         return _model(Task, await self._transport.call(Operation.GET_TASK, request))
 
@@ -613,6 +617,7 @@ class A2AClient:
         history_length: int | None = None,
         include_artifacts: bool | None = None,
     ) -> ListTasksResponse:
+        """One page of the caller's tasks (ListTasks), filtered by context and state."""
         request = ListTasksRequest(
             context_id=context_id,
             status=status,
@@ -624,6 +629,7 @@ class A2AClient:
         return _model(ListTasksResponse, await self._transport.call(Operation.LIST_TASKS, request))
 
     async def cancel_task(self, task_id: str) -> Task:
+        """Ask the agent to stop the task (CancelTask); the task as it stands after."""
         request = CancelTaskRequest(id=task_id)
         return _model(Task, await self._transport.call(Operation.CANCEL_TASK, request))
 
@@ -649,6 +655,7 @@ class A2AClient:
         token: str | None = None,
         authentication: AuthenticationInfo | None = None,
     ) -> TaskPushNotificationConfig:
+        """Have the task's updates pushed to ``url`` (CreateTaskPushNotificationConfig)."""
         request = TaskPushNotificationConfig(
             task_id=task_id, id=config_id, url=url, token=token, authentication=authentication
         )
@@ -656,16 +663,19 @@ class A2AClient:
         return _model(TaskPushNotificationConfig, document)
 
     async def get_push_config(self, task_id: str, config_id: str) -> TaskPushNotificationConfig:
+        """One webhook config of the task."""
         request = GetTaskPushNotificationConfigRequest(task_id=task_id, id=config_id)
         document = await self._transport.call(Operation.GET_PUSH_CONFIG, request)
         return _model(TaskPushNotificationConfig, document)
 
     async def list_push_configs(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        """Every webhook config of the task."""
         request = ListTaskPushNotificationConfigsRequest(task_id=task_id)
         document = await self._transport.call(Operation.LIST_PUSH_CONFIGS, request)
         return _model(ListTaskPushNotificationConfigsResponse, document).configs
 
     async def delete_push_config(self, task_id: str, config_id: str) -> None:
+        """Remove a webhook config of the task."""
         request = DeleteTaskPushNotificationConfigRequest(task_id=task_id, id=config_id)
         await self._transport.call(Operation.DELETE_PUSH_CONFIG, request)
 

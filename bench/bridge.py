@@ -94,8 +94,8 @@ async def measure(executions: int, events: int, rounds: int) -> dict[str, float]
                 seconds, count = await timed(executor, "hello", executions)
                 assert count == 4, count
                 per_execution[name].append(seconds)
-            for name, executor in (("trio", native_burst), ("bridged", bridged_burst)):
-                seconds, count = await timed(executor, str(events), 1)
+            for name, burst in (("trio", native_burst), ("bridged", bridged_burst)):
+                seconds, count = await timed(burst, str(events), 1)
                 assert count == events, count
                 per_event[name].append(seconds / events)
     median = statistics.median

@@ -94,7 +94,7 @@ async def served(app: Any, config: Config) -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def live_server(
-    tmp_path: Path, configure: Callable[[A2AApp], None], **app_kwargs: Any
+    tmp_path: Path, configure: Callable[[A2AApp], object], **app_kwargs: Any
 ) -> AsyncIterator[LiveServer]:
     """Serve an app (mounted by ``configure``) on a free port until the block ends.
 

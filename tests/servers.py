@@ -31,10 +31,15 @@ def free_port() -> int:
         return port
 
 
-def hypercorn_command(app: str, port: int, options: tuple[str, ...] = ()) -> list[str]:
-    """hypercorn's CLI serving ``app`` with the trio worker on 127.0.0.1:``port``."""
+def hypercorn_command(
+    app: str, port: int, options: tuple[str, ...] = (), *, python: str = sys.executable
+) -> list[str]:
+    """hypercorn's CLI serving ``app`` with the trio worker on 127.0.0.1:``port``.
+
+    ``python`` is the interpreter that runs it (another virtualenv's, say).
+    """
     return [
-        sys.executable,
+        python,
         "-m",
         "hypercorn",
         *options,

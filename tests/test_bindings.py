@@ -245,7 +245,9 @@ async def test_subscribe_follows_a_waiting_task_to_its_end(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(subscribe)
-        await trio.sleep(0.3)  # the subscription is open and waiting
+        with trio.fail_after(10):  # the subscription is open and waiting
+            while server.app.open_streams == 0:  # noqa: ASYNC110  (polled: nothing tells)
+                await trio.sleep(0.01)
         await b.send("Ada", taskId=asked["id"])
     assert events[0]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert state_of(events[-1]) == "TASK_STATE_COMPLETED"

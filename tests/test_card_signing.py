@@ -100,11 +100,9 @@ def private_pem(key: Any) -> bytes:
 
 
 def public_pem(key: Any) -> str:
-    return (
+    return str(
         key.public_key()
-        .public_bytes(  # type: ignore[no-any-return]
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         .decode()
     )
 

@@ -144,7 +144,7 @@ async def test_nothing_the_console_shows_holds_a_credential_or_webhook_secret(
         await hook.wait_for(1)
         seen: list[str] = []
         while not any('"webhook.dead_letter"' in text for text in seen):
-            seen.append(await ws.get_message())
+            seen.append(str(await ws.get_message()))
         with trio.fail_after(5):
             while not await server.app.store.delivery_page(state="failed"):  # noqa: ASYNC110
                 await trio.sleep(0.05)

@@ -53,6 +53,7 @@ def test_percent_encoded_password_is_decoded() -> None:
 def test_password_is_not_in_repr_or_display() -> None:
     location = parse_database_url("postgresql://app:s3cret@db.internal/a2a")
     assert "s3cret" not in repr(location)
+    assert isinstance(location, PostgresLocation)
     assert location.display == "app@db.internal:5432/a2a"
 
 

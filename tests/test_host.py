@@ -522,7 +522,7 @@ async def _faulty_host(
 ) -> AsyncIterator[tuple[AgentHost, _TogetherExecutor]]:
     """A host on a database that carries a fault (real SQL), with gated executions."""
     executor = _TogetherExecutor()
-    async with running_host(database, executor) as host:  # type: ignore[arg-type]
+    async with running_host(database, executor) as host:
         with broken(host.store, sqlite=sqlite, postgresql=postgresql):
             yield host, executor
 
@@ -602,7 +602,7 @@ class _LeakyExecutor(AgentExecutor):
 
 async def test_a_queue_used_after_its_execution_ended_is_closed(database: str) -> None:
     executor = _LeakyExecutor()
-    async with running_host(database, executor) as host:  # type: ignore[arg-type]
+    async with running_host(database, executor) as host:
         task = await sent_task(host, "hello")
         late = TaskUpdater(executor.queues[0], task.id, task.context_id or "")
         with pytest.raises(trio.ClosedResourceError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import socket
 import struct
@@ -20,8 +21,10 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
+from hypercorn.config import Config
 
-from a2a_trio.server import hypercorn_tcp
+from a2a_trio.config import Settings, build_app
+from a2a_trio.server import hypercorn_tcp, serve
 
 from .conftest import user_message
 from .servers import CARD_PATH, ServerProcess
@@ -51,7 +54,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 def test_the_mend_is_installed_for_the_hypercorn_in_use() -> None:
     # Fails on a hypercorn release the mend was not written for: check the
-    # faults there (this file) and extend MENDED_VERSIONS or drop the mend.
+    # faults there (this file) and extend hypercorn_release.MENDED_VERSIONS
+    # (and pyproject's pin) or drop the mend.
     assert hypercorn_tcp.install()
 
 
@@ -133,38 +137,70 @@ async def test_a_client_that_stops_reading_is_let_go(tmp_path: Path) -> None:
     # not stop the server.
     (tmp_path / "a2a.toml").write_text(f"[server]\nsend_timeout = {SEND_TIMEOUT}\n")
     with ServerProcess.configured_app_served(tmp_path) as server:
-        async with httpx.AsyncClient(trust_env=False, timeout=TIMEOUT) as client:
-            sent = await client.post(
-                server.url + "/jsonrpc",
-                json={
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "SendMessage",
-                    "params": {"message": user_message(LARGE_TEXT)},
-                },
-                headers={"A2A-Version": "1.0"},
-            )
-        task_id = sent.json()["result"]["task"]["id"]
-        body = json.dumps(
-            {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
-        ).encode()
-
-        sock = trio.socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        await sock.connect(("127.0.0.1", server.port))
-        async with trio.SocketStream(sock) as stream:
-            await stream.send_all(
-                b"POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1\r\nA2A-Version: 1.0\r\n"
-                b"Content-Type: application/json\r\n"
-                + f"Content-Length: {len(body)}\r\n\r\n".encode()
-                + body
-            )
-            await trio.sleep(SEND_TIMEOUT + 1.5)  # reading nothing
-
-            # What the sockets held arrives, then the end: the rest was dropped.
-            received = 0
-            with trio.fail_after(TIMEOUT), contextlib.suppress(trio.BrokenResourceError):
-                while received < 2 * len(LARGE_TEXT) and (chunk := await stream.receive_some()):
-                    received += len(chunk)
-        assert received < 2 * len(LARGE_TEXT)
+        assert await _received_while_not_reading(server.url) < 2 * len(LARGE_TEXT)
         await server.assert_still_serving()
+
+
+async def test_each_app_keeps_its_own_send_timeout(tmp_path: Path) -> None:
+    # The timeout was once the process's, set by whichever app was built
+    # last: here the app served would then have waited 60 s, not 1 s.
+    served = build_app(_settings(tmp_path / "served.db", SEND_TIMEOUT))
+    build_app(_settings(tmp_path / "other.db", 60.0))
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        [url] = await nursery.start(
+            functools.partial(serve, served, config, shutdown_trigger=stop.wait)
+        )
+        assert await _received_while_not_reading(url) < 2 * len(LARGE_TEXT)
+        stop.set()
+
+
+def _settings(database: Path, send_timeout: float) -> Settings:
+    """The echo agent on ``database``, its clients given ``send_timeout`` seconds."""
+    return Settings.model_validate(
+        {"storage": {"url": str(database)}, "server": {"send_timeout": send_timeout}}
+    )
+
+
+async def _received_while_not_reading(url: str) -> int:
+    """Bytes a client gets of an answer twice LARGE_TEXT after reading nothing for a while.
+
+    Less than the whole answer when the server let the client go within
+    SEND_TIMEOUT seconds and dropped the rest.
+    """
+    async with httpx.AsyncClient(trust_env=False, timeout=TIMEOUT) as client:
+        sent = await client.post(
+            url + "/jsonrpc",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {"message": user_message(LARGE_TEXT)},
+            },
+            headers={"A2A-Version": "1.0"},
+        )
+    task_id = sent.json()["result"]["task"]["id"]
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
+    ).encode()
+
+    sock = trio.socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    await sock.connect(("127.0.0.1", httpx.URL(url).port))
+    async with trio.SocketStream(sock) as stream:
+        await stream.send_all(
+            b"POST /jsonrpc HTTP/1.1\r\nHost: 127.0.0.1\r\nA2A-Version: 1.0\r\n"
+            b"Content-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await trio.sleep(SEND_TIMEOUT + 1.5)  # reading nothing: the behaviour under test
+
+        # What the sockets held arrives, then the end: the rest was dropped.
+        received = 0
+        with trio.fail_after(TIMEOUT), contextlib.suppress(trio.BrokenResourceError):
+            while received < 2 * len(LARGE_TEXT) and (chunk := await stream.receive_some()):
+                received += len(chunk)
+    return received

@@ -23,12 +23,24 @@ from a2a_trio.store.url import PostgresLocation
 
 from .postgres import admin_connect
 
+LONG_QUERY = "SELECT pg_sleep(10)"
+
 
 async def backend_pid(db: Database) -> int:
     row = await db.fetchone("SELECT pg_backend_pid()")
     assert row is not None
     pid: int = row[0]
     return pid
+
+
+def runs_a_query(location: PostgresLocation, pid: int, query: str) -> bool:
+    """Whether backend ``pid`` is running ``query`` now."""
+    with admin_connect(location) as admin:
+        row = admin.execute(
+            "SELECT state = 'active' AND query = %s FROM pg_stat_activity WHERE pid = %s",
+            (query, pid),
+        ).fetchone()
+    return bool(row and row[0])
 
 
 def terminate(location: PostgresLocation, pid: int) -> None:
@@ -176,13 +188,17 @@ async def test_connection_lost_mid_query_is_reported_and_the_next_call_reconnect
 
         async def long_query() -> None:
             try:
-                await db.execute("SELECT pg_sleep(10)")
+                await db.execute(LONG_QUERY)
             except ConnectionLost as error:
                 failures.append(error)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(long_query)
-            await trio.sleep(0.2)
+            with trio.fail_after(10):  # the query is under way when its connection goes
+                while not await trio.to_thread.run_sync(  # noqa: ASYNC110  (polled)
+                    runs_a_query, postgres, pid, LONG_QUERY
+                ):
+                    await trio.sleep(0.02)
             await trio.to_thread.run_sync(terminate, postgres, pid)
         assert len(failures) == 1
         assert postgres.host in str(failures[0])

@@ -65,12 +65,15 @@ async def send(server: LiveServer, text: str) -> dict[str, Any]:
 def stored_tasks(location: PostgresLocation) -> dict[str, tuple[str, list[str]]]:
     """Each stored task's state and the kinds of its logged events, in order."""
     with admin_connect(location) as admin:
-        tasks = dict(admin.execute("SELECT id, state FROM tasks").fetchall())
+        tasks = {
+            str(task_id): str(state)
+            for task_id, state in admin.execute("SELECT id, state FROM tasks").fetchall()
+        }
         kinds: dict[str, list[str]] = {}
         for task_id, kind in admin.execute(
             "SELECT task_id, kind FROM task_events ORDER BY task_id, seq"
         ).fetchall():
-            kinds.setdefault(task_id, []).append(kind)
+            kinds.setdefault(str(task_id), []).append(str(kind))
     return {task_id: (state, kinds.get(task_id, [])) for task_id, state in tasks.items()}
 
 

@@ -37,16 +37,8 @@ from .postgres import (
     served_elsewhere,
 )
 from .store_contract import *  # noqa: F403  (the contract runs against this backend)
-from .store_contract import (
-    AGENT,
-    ALICE,
-    HOOK,
-    create,
-    creating,
-    make_task,
-    push_config,
-    record,
-)
+from .store_contract import HOOK, make_task, push_config
+from .writes import AGENT, ALICE, create, creating, record
 
 
 @pytest.fixture

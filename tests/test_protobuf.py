@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -31,7 +31,7 @@ MESSAGES = sorted(
 )
 
 
-def _sample_scalar(field: FieldDescriptor) -> Any:
+def _sample_scalar(field: Any) -> Any:
     if field.type == FieldDescriptor.TYPE_STRING:
         return f"{field.name}-value"
     if field.type == FieldDescriptor.TYPE_BYTES:
@@ -45,7 +45,7 @@ def _sample_scalar(field: FieldDescriptor) -> Any:
 
 def _fill(message: Message, depth: int = 0) -> Message:
     """Set every field of ``message``, the first member of each oneof."""
-    descriptor: Descriptor = message.DESCRIPTOR
+    descriptor = message.DESCRIPTOR
     for field in descriptor.fields:
         oneof = field.containing_oneof
         if oneof is not None and not oneof.name.startswith("_") and oneof.fields[0] is not field:
@@ -57,9 +57,11 @@ def _fill(message: Message, depth: int = 0) -> Message:
             else:
                 setattr(message, field.name, value)
             continue
-        type_name = field.message_type.full_name
-        if field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
+        message_type = field.message_type
+        assert message_type is not None
+        type_name = message_type.full_name
+        if message_type.GetOptions().map_entry:
+            value_field = message_type.fields_by_name["value"]
             target = getattr(message, field.name)
             if value_field.type == FieldDescriptor.TYPE_MESSAGE:
                 _fill(target["key-one"], depth + 1)

@@ -232,6 +232,11 @@ def statuses(delivery: Delivery) -> list[int | None]:
     return [attempt.status for attempt in delivery.attempts]
 
 
+async def _judged(server: LiveServer, answers: list[int | None]) -> bool:
+    """Whether a delivery's attempts are stored with exactly these answers."""
+    return any(statuses(delivery) == answers for delivery in await server.app.store.deliveries())
+
+
 # --- what a receiver gets --------------------------------------------------------------
 
 
@@ -519,8 +524,10 @@ async def test_a_receiver_answering_a_malformed_retry_after_does_not_stop_the_ag
         await send(server, "echo hello", config=webhook(hook.url))
         with trio.fail_after(10):
             await hook.wait_answered(1)
-        # Time for the dispatcher to read the answer and judge it (a local round trip).
-        await trio.sleep(0.2)
+        # The dispatcher has read the answer and judged it: its attempt is stored.
+        with trio.fail_after(10):
+            while not await _judged(server, [503]):  # noqa: ASYNC110  (polled: nothing tells)
+                await trio.sleep(0.02)
         body = await server.jsonrpc("SendMessage", {"message": user_message("echo again")})
     assert body.get("result", {}).get("task", {}).get("status", {}).get("state") == (
         "TASK_STATE_COMPLETED"

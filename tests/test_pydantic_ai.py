@@ -123,7 +123,9 @@ def test_the_message_parts_become_the_prompt() -> None:
             Part(data={"k": [1, 2]}),
         ],
     )
-    text, image, document, binary, data = user_content(message)
+    content = user_content(message)
+    assert isinstance(content, list)
+    text, image, document, binary, data = content
     assert user_content(message.model_copy(update={"parts": [Part(text="a"), Part(text="b")]})) == (
         "a\nb"
     )

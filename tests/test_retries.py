@@ -26,7 +26,14 @@ from a2a_trio import (
     TaskState,
     TaskUpdater,
 )
-from a2a_trio.protocol import Message, Part, Role, SendMessageConfiguration, SendMessageRequest
+from a2a_trio.protocol import (
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    Task,
+)
 from a2a_trio.runtime import AgentHost
 
 from .agents import Gate, ScriptedExecutor
@@ -115,7 +122,9 @@ async def test_different_content_under_a_reused_message_id_is_new_work(
     async with running_host(database, executor) as host:
         await left_while_held(host, executor, "m-2")
         second = await host.send_message(message_request("echo two", "m-2"), ALICE)
-        assert second.artifacts[0].parts[0].text == "two"  # type: ignore[union-attr]
+        assert isinstance(second, Task)
+        assert second.artifacts is not None
+        assert second.artifacts[0].parts[0].text == "two"
         assert executor.executions == 2
 
 
@@ -222,6 +231,7 @@ async def test_a_retried_continuation_does_not_run_the_task_again(
     executor = _SlowFinisher()
     async with running_host(database, executor) as host:
         asked = await host.send_message(message_request("start", "m-8"), ALICE)
+        assert isinstance(asked, Task)
         follow_up = SendMessageRequest(
             message=Message(
                 message_id="m-9", role=Role.USER, parts=[Part(text="Ada")], task_id=asked.id

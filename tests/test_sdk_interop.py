@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import httpx
@@ -140,7 +140,7 @@ def run(server: ServerProcess, binding: str, scenario: Callable[[SdkClients], Aw
     return asyncio.run(main())
 
 
-def user_message(text: str, **fields: str) -> Message:
+def user_message(text: str, **fields: Any) -> Message:
     return Message(
         message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)], **fields
     )

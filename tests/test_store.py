@@ -31,7 +31,8 @@ from a2a_trio.store.schema import SCHEMA_VERSION, migrate
 
 from .postgres import served_elsewhere, sqlite_url
 from .store_contract import *  # noqa: F403  (the contract runs against this backend)
-from .store_contract import AGENT, ALICE, create, creating, ids, make_task, push_config, record
+from .store_contract import ids, make_task, push_config
+from .writes import AGENT, ALICE, create, creating, record
 
 
 @pytest.fixture

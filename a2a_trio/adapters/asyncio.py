@@ -258,9 +258,11 @@ class AsyncioBridge(AgentExecutor):
     # --- executions ---------------------------------------------------------------
 
     async def execute(self, context: RequestContext, queue: EventQueue) -> None:
+        """Run the agent's ``execute`` on its asyncio loop, its events relayed to ``queue``."""
         await self._bridge(lambda bridged: self.agent.execute(context, bridged), queue)
 
     async def cancel(self, context: RequestContext, queue: EventQueue) -> None:
+        """Run the agent's ``cancel`` on its asyncio loop, its events relayed to ``queue``."""
         await self._bridge(lambda bridged: self.agent.cancel(context, bridged), queue)
 
     async def _bridge(

@@ -77,10 +77,12 @@ class A2AError(Exception):
 
     @property
     def code(self) -> int:
+        """The JSON-RPC error code (spec 5.4)."""
         return self.spec.jsonrpc_code
 
     @property
     def http_status(self) -> int:
+        """The HTTP status of the HTTP+JSON binding (spec 5.4)."""
         return self.spec.http_status
 
     def error_info(self) -> dict[str, Any]:

@@ -195,12 +195,16 @@ class Message(ProtoModel):
 
 
 class TaskStatus(ProtoModel):
+    """A task's state, with the agent message that explains it and when it was reached."""
+
     state: TaskStateField
     message: Message | None = None
     timestamp: Timestamp | None = None
 
 
 class Artifact(ProtoModel):
+    """An output of a task: parts under an id, built whole or streamed chunk by chunk."""
+
     artifact_id: str = Field(min_length=1)
     name: str | None = None
     description: str | None = None
@@ -210,6 +214,8 @@ class Artifact(ProtoModel):
 
 
 class Task(ProtoModel):
+    """A unit of work with its status, its artifacts and (a window of) its conversation."""
+
     id: str = Field(min_length=1)
     context_id: str | None = None
     status: TaskStatus
@@ -219,6 +225,8 @@ class Task(ProtoModel):
 
 
 class TaskStatusUpdateEvent(ProtoModel):
+    """A streamed change of a task's status; ``status.state`` says where the task is now."""
+
     task_id: str
     context_id: str
     status: TaskStatus
@@ -226,6 +234,8 @@ class TaskStatusUpdateEvent(ProtoModel):
 
 
 class TaskArtifactUpdateEvent(ProtoModel):
+    """A streamed artifact, or a chunk of it (``append``), the last one marked ``last_chunk``."""
+
     task_id: str
     context_id: str
     artifact: Artifact
@@ -249,11 +259,15 @@ HeaderValue = Annotated[str | None, AfterValidator(_header_value)]
 
 
 class AuthenticationInfo(ProtoModel):
+    """How a webhook authenticates to its receiver: an HTTP scheme and its credentials."""
+
     scheme: str = Field(min_length=1, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
     credentials: HeaderValue = None
 
 
 class TaskPushNotificationConfig(ProtoModel):
+    """Where, and with which token or credentials, a task's updates are pushed."""
+
     tenant: str | None = None
     id: OptionalId = None
     task_id: OptionalId = None
@@ -266,6 +280,8 @@ class TaskPushNotificationConfig(ProtoModel):
 
 
 class AgentInterface(ProtoModel):
+    """One way to reach the agent: a URL, its protocol binding and version."""
+
     url: str
     protocol_binding: str
     tenant: str | None = None
@@ -273,11 +289,15 @@ class AgentInterface(ProtoModel):
 
 
 class AgentProvider(ProtoModel):
+    """The organisation that provides the agent."""
+
     url: str
     organization: str
 
 
 class AgentExtension(ProtoModel):
+    """A protocol extension the agent supports, and whether clients must too."""
+
     uri: str | None = None
     description: str | None = None
     required: bool | None = None
@@ -285,6 +305,8 @@ class AgentExtension(ProtoModel):
 
 
 class AgentCapabilities(ProtoModel):
+    """What the agent can do: streaming, push notifications, extensions, an extended card."""
+
     streaming: bool | None = None
     push_notifications: bool | None = None
     extensions: list[AgentExtension] | None = None
@@ -292,14 +314,20 @@ class AgentCapabilities(ProtoModel):
 
 
 class StringList(ProtoModel):
+    """A list of strings, as the wire format nests it (``{"list": [...]}``)."""
+
     values: list[str] = Field(default_factory=list, alias="list")
 
 
 class SecurityRequirement(ProtoModel):
+    """The schemes a caller must satisfy together, each with the scopes it needs."""
+
     schemes: dict[str, StringList] = Field(default_factory=dict)
 
 
 class AgentSkill(ProtoModel):
+    """One thing the agent is good at, with examples and the media types it takes and gives."""
+
     id: str
     name: str
     description: str
@@ -311,24 +339,32 @@ class AgentSkill(ProtoModel):
 
 
 class AgentCardSignature(ProtoModel):
+    """A JWS signature over the card (spec 8.4): protected header, signature, unprotected header."""
+
     protected: str
     signature: str
     header: Struct | None = None
 
 
 class APIKeySecurityScheme(ProtoModel):
+    """An API key sent in a header, query parameter or cookie."""
+
     description: str | None = None
     location: str
     name: str
 
 
 class HTTPAuthSecurityScheme(ProtoModel):
+    """HTTP authentication (RFC 9110): Basic, Bearer and the like."""
+
     description: str | None = None
     scheme: str
     bearer_format: str | None = None
 
 
 class AuthorizationCodeOAuthFlow(ProtoModel):
+    """OAuth 2.0's authorization code flow."""
+
     authorization_url: str
     token_url: str
     refresh_url: str | None = None
@@ -337,24 +373,32 @@ class AuthorizationCodeOAuthFlow(ProtoModel):
 
 
 class ClientCredentialsOAuthFlow(ProtoModel):
+    """OAuth 2.0's client credentials flow."""
+
     token_url: str
     refresh_url: str | None = None
     scopes: dict[str, str] = Field(default_factory=dict)
 
 
 class ImplicitOAuthFlow(ProtoModel):
+    """OAuth 2.0's implicit flow (deprecated by OAuth 2.1)."""
+
     authorization_url: str | None = None
     refresh_url: str | None = None
     scopes: dict[str, str] | None = None
 
 
 class PasswordOAuthFlow(ProtoModel):
+    """OAuth 2.0's resource owner password flow (deprecated by OAuth 2.1)."""
+
     token_url: str | None = None
     refresh_url: str | None = None
     scopes: dict[str, str] | None = None
 
 
 class DeviceCodeOAuthFlow(ProtoModel):
+    """OAuth 2.0's device authorization flow (RFC 8628)."""
+
     device_authorization_url: str
     token_url: str
     refresh_url: str | None = None
@@ -378,17 +422,23 @@ class OAuthFlows(ProtoModel):
 
 
 class OAuth2SecurityScheme(ProtoModel):
+    """OAuth 2.0, with the one flow the agent accepts."""
+
     description: str | None = None
     flows: OAuthFlows
     oauth2_metadata_url: str | None = None
 
 
 class OpenIdConnectSecurityScheme(ProtoModel):
+    """OpenID Connect, from its discovery document."""
+
     description: str | None = None
     open_id_connect_url: str
 
 
 class MutualTlsSecurityScheme(ProtoModel):
+    """Mutual TLS: the client presents a certificate."""
+
     description: str | None = None
 
 
@@ -431,6 +481,8 @@ class AgentCard(ProtoModel):
 
 
 class SendMessageConfiguration(ProtoModel):
+    """How a SendMessage should be answered: accepted output modes, a webhook, history, blocking."""
+
     accepted_output_modes: list[str] | None = None
     task_push_notification_config: TaskPushNotificationConfig | None = None
     history_length: int | None = Field(default=None, ge=0)
@@ -438,6 +490,8 @@ class SendMessageConfiguration(ProtoModel):
 
 
 class SendMessageRequest(ProtoModel):
+    """SendMessage: a message to the agent, starting a task or continuing one."""
+
     tenant: str | None = None
     message: Message
     configuration: SendMessageConfiguration | None = None
@@ -445,12 +499,16 @@ class SendMessageRequest(ProtoModel):
 
 
 class GetTaskRequest(ProtoModel):
+    """GetTask: one task, with at most ``history_length`` messages of its history."""
+
     tenant: str | None = None
     id: Id
     history_length: int | None = Field(default=None, ge=0)
 
 
 class ListTasksRequest(ProtoModel):
+    """ListTasks: the caller's tasks, filtered and paged."""
+
     tenant: str | None = None
     context_id: OptionalId = None
     status: TaskStateField | None = None
@@ -462,6 +520,8 @@ class ListTasksRequest(ProtoModel):
 
 
 class ListTasksResponse(ProtoModel):
+    """A page of ListTasks; ``next_page_token`` is empty on the last page."""
+
     tasks: list[Task]
     next_page_token: str
     page_size: int
@@ -469,29 +529,39 @@ class ListTasksResponse(ProtoModel):
 
 
 class CancelTaskRequest(ProtoModel):
+    """CancelTask: ask the agent to stop a task."""
+
     tenant: str | None = None
     id: Id
     metadata: Struct | None = None
 
 
 class SubscribeToTaskRequest(ProtoModel):
+    """SubscribeToTask: the task now, then each of its updates until it ends."""
+
     tenant: str | None = None
     id: Id
 
 
 class GetTaskPushNotificationConfigRequest(ProtoModel):
+    """GetTaskPushNotificationConfig: one webhook of a task."""
+
     tenant: str | None = None
     task_id: Id
     id: Id
 
 
 class DeleteTaskPushNotificationConfigRequest(ProtoModel):
+    """DeleteTaskPushNotificationConfig: remove one webhook of a task."""
+
     tenant: str | None = None
     task_id: Id
     id: Id
 
 
 class ListTaskPushNotificationConfigsRequest(ProtoModel):
+    """ListTaskPushNotificationConfigs: a task's webhooks, paged."""
+
     tenant: str | None = None
     task_id: Id
     page_size: int | None = Field(default=None, ge=0)
@@ -499,11 +569,15 @@ class ListTaskPushNotificationConfigsRequest(ProtoModel):
 
 
 class ListTaskPushNotificationConfigsResponse(ProtoModel):
+    """A page of a task's webhooks."""
+
     configs: list[TaskPushNotificationConfig] = Field(default_factory=list)
     next_page_token: str | None = None
 
 
 class GetExtendedAgentCardRequest(ProtoModel):
+    """GetExtendedAgentCard: the card an authenticated caller may see."""
+
     tenant: str | None = None
 
 
@@ -533,6 +607,7 @@ class StreamResponse(ProtoModel):
 
     @property
     def payload(self) -> Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent:
+        """The one update this response holds."""
         value = self.task or self.message or self.status_update or self.artifact_update
         assert value is not None
         return value

@@ -304,6 +304,10 @@ class CardKeys:
         return bool(self.by_kid or self.any_kid)
 
     def for_kid(self, kid: str | None) -> list[Any]:
+        """The keys to try for a signature whose header names ``kid``.
+
+        The key of that ``kid`` first, if there is one, then every unnamed key.
+        """
         named = [self.by_kid[kid]] if kid is not None and kid in self.by_kid else []
         return named + list(self.any_kid)
 

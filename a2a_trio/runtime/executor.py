@@ -106,7 +106,8 @@ class EventSink(Protocol):
     """Anything events are enqueued on: an :class:`EventQueue`, or the asyncio
     bridge's queue (``a2a_trio.adapters.asyncio``). :class:`TaskUpdater` takes either."""
 
-    async def enqueue_event(self, event: AgentEvent) -> None: ...
+    async def enqueue_event(self, event: AgentEvent) -> None:
+        """Hand ``event`` to the recorder, in order."""
 
 
 class EventQueue:
@@ -265,6 +266,7 @@ class TaskUpdater:
         await self.queue.enqueue_event(event)
 
     async def start_work(self, message: PartsLike | Message | None = None) -> None:
+        """Move the task to WORKING, with an optional agent message."""
         await self.update_status(TaskState.WORKING, message)
 
     async def requires_input(self, message: PartsLike | Message | None = None) -> None:
@@ -276,15 +278,19 @@ class TaskUpdater:
         await self.update_status(TaskState.AUTH_REQUIRED, message)
 
     async def complete(self, message: PartsLike | Message | None = None) -> None:
+        """End the task COMPLETED, with an optional agent message."""
         await self.update_status(TaskState.COMPLETED, message)
 
     async def failed(self, message: PartsLike | Message | None = None) -> None:
+        """End the task FAILED, with an optional agent message saying why."""
         await self.update_status(TaskState.FAILED, message)
 
     async def reject(self, message: PartsLike | Message | None = None) -> None:
+        """End the task REJECTED: the agent will not do it."""
         await self.update_status(TaskState.REJECTED, message)
 
     async def cancel(self, message: PartsLike | Message | None = None) -> None:
+        """End the task CANCELED, with an optional agent message."""
         await self.update_status(TaskState.CANCELED, message)
 
     async def add_artifact(

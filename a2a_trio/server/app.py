@@ -27,7 +27,7 @@ from ..store import SqliteStore, Store, checkpoint_periodically
 from ..store.factory import store_at
 from ..store.postgres import PoolSettings
 from ..store.url import DatabaseLocation
-from . import hypercorn_h2, hypercorn_tcp
+from . import hypercorn_h2, hypercorn_release, hypercorn_tcp
 from .asgi import (
     A2A_JSON_CONTENT_TYPE,
     JSON_CONTENT_TYPE,
@@ -140,8 +140,13 @@ class A2AApp(QuartTrio):
         super().__init__(import_name)
         self.a2a_settings = settings or ServerSettings()
         # Before any connection: hypercorn's connections, and HTTP/2 on them, mended.
-        hypercorn_tcp.install(self.a2a_settings.send_timeout, self.a2a_settings.header_timeout)
-        hypercorn_h2.install(self.a2a_settings.send_timeout)
+        # Each app's own send_timeout; on a release the mends do not cover,
+        # HTTP/2 is refused and the start logs what else is open.
+        hypercorn_tcp.install(
+            self, self.a2a_settings.send_timeout, self.a2a_settings.header_timeout
+        )
+        hypercorn_h2.install(self, self.a2a_settings.send_timeout)
+        self.before_serving(hypercorn_release.log_unprotected)
         self.host_settings = host_settings or HostSettings()
         self.push_settings = push_settings or PushSettings()
         #: Signs every agent's card and extended card when they are served.
@@ -416,6 +421,7 @@ class A2AApp(QuartTrio):
         return None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """The ASGI entry point: lifespan, protocol routes and cards here, the rest via Quart."""
         if scope["type"] == "lifespan":
             await self._serve_lifespan(scope, receive, send)
             return
@@ -755,3 +761,4 @@ class A2AApp(QuartTrio):
     def card_for(self, name: str, base: str) -> AgentCard:
         """The card of agent ``name`` exactly as served at ``base``, signatures included."""
         return self.mounts[name].card.served(base)
+

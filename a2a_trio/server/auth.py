@@ -76,7 +76,9 @@ class Authenticator(Protocol):
     :class:`AuthenticationFailed` when it carries invalid ones.
     """
 
-    async def authenticate(self, request: RequestCredentials) -> Principal | None: ...
+    async def authenticate(self, request: RequestCredentials) -> Principal | None:
+        """The caller the request's credentials of this kind name; None when it carries none."""
+        ...
 
     def challenge(self) -> str:
         """The ``WWW-Authenticate`` value asking for this scheme."""
@@ -125,6 +127,7 @@ class ApiKeyAuthenticator:
         self._verify = verify
 
     async def authenticate(self, request: RequestCredentials) -> Principal | None:
+        """The caller the request's credentials of this kind name; None when it carries none."""
         if self.location == "header":
             presented = request.headers.get(self.name.lower())
         elif self.location == "query":
@@ -143,6 +146,7 @@ class ApiKeyAuthenticator:
         return principal
 
     def challenge(self) -> str:
+        """The ``WWW-Authenticate`` value asking for this scheme."""
         return f'ApiKey {self.location}="{self.name}"'
 
 
@@ -156,6 +160,7 @@ class BearerAuthenticator:
         self._verify = verify
 
     async def authenticate(self, request: RequestCredentials) -> Principal | None:
+        """The caller the request's credentials of this kind name; None when it carries none."""
         token = request.authorization("Bearer")
         if token is None:
             return None
@@ -169,6 +174,7 @@ class BearerAuthenticator:
         return principal
 
     def challenge(self) -> str:
+        """The ``WWW-Authenticate`` value asking for this scheme."""
         return 'Bearer realm="a2a"'
 
 
@@ -187,6 +193,7 @@ class BasicAuthenticator:
         self._verify = verify
 
     async def authenticate(self, request: RequestCredentials) -> Principal | None:
+        """The caller the request's credentials of this kind name; None when it carries none."""
         encoded = request.authorization("Basic")
         if encoded is None:
             return None
@@ -207,6 +214,7 @@ class BasicAuthenticator:
         return principal
 
     def challenge(self) -> str:
+        """The ``WWW-Authenticate`` value asking for this scheme."""
         return 'Basic realm="a2a"'
 
 
@@ -293,6 +301,7 @@ class JWTAuthenticator:
         self._missed.clear()
 
     async def authenticate(self, request: RequestCredentials) -> Principal | None:
+        """The caller the request's credentials of this kind name; None when it carries none."""
         token = request.authorization("Bearer")
         if token is None:
             return None
@@ -341,6 +350,7 @@ class JWTAuthenticator:
         return Principal(identifier, frozenset(scopes), authenticated=True, claims=claims)
 
     def challenge(self) -> str:
+        """The ``WWW-Authenticate`` value asking for this scheme."""
         return 'Bearer realm="a2a", error="invalid_token"'
 
 
@@ -391,6 +401,7 @@ class MutualTLSAuthenticator:
         self._verify = verify
 
     async def authenticate(self, request: RequestCredentials) -> Principal | None:
+        """The caller the request's credentials of this kind name; None when it carries none."""
         if request.client_certificate is None:
             return None
         principal = await _call(self._verify, request.client_certificate)
@@ -399,6 +410,7 @@ class MutualTLSAuthenticator:
         return principal
 
     def challenge(self) -> str:
+        """The ``WWW-Authenticate`` value asking for this scheme."""
         return 'MutualTLS realm="a2a"'
 
 
@@ -445,6 +457,7 @@ class CardGuard:
 
     @property
     def declares_security(self) -> bool:
+        """Whether any authenticator is configured (the card declares security schemes)."""
         return bool(self._authenticators)
 
     async def __call__(self, request: RequestCredentials) -> Principal:

@@ -37,23 +37,26 @@ bookkeeping; this module's :class:`MendedH2Protocol` removes each:
    memory, with the app task that made it: 100 streams of one connection,
    each asking for an 8 MB task, held 1.5 GB until the client left. Here a
    stream with data waiting that cannot send :data:`SEND_PROGRESS` bytes
-   within ``send_timeout`` seconds (:func:`install`) is reset (CANCEL), its
-   data dropped and its app told the client is gone.
+   within its app's ``send_timeout`` seconds (:func:`install`) is reset
+   (CANCEL), its data dropped and its app told the client is gone.
 
 :func:`install` puts the class where hypercorn's connections find their
 HTTP/2 protocol; :class:`a2a_trio.A2AApp` installs it when it is built, so
 ``hypercorn --worker-class trio a2a_trio:app`` and :func:`a2a_trio.server.serve`
-both get it. It is installed only for the hypercorn versions it was written
-against (:data:`MENDED_VERSIONS`); docs/deployment.md says what to do beyond.
+both get it. It is installed only for the hypercorn releases it was written
+against (:data:`.hypercorn_release.MENDED_VERSIONS`); on any other,
+:func:`install` puts :class:`Http11Required` there instead, which refuses
+HTTP/2, since faults 1 to 4 let one client stop the server.
 """
 
 from __future__ import annotations
 
 from contextlib import suppress
-from functools import cache
-from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
+import h2.config
+import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
@@ -65,6 +68,8 @@ from hypercorn.protocol.events import EndBody, EndData, Trailers
 from hyperframe.frame import GoAwayFrame
 from priority.priority import MissingStreamError
 
+from .hypercorn_release import MENDED_VERSIONS, mendable
+
 if TYPE_CHECKING:
     from hypercorn.protocol.events import Event as StreamEvent
 
@@ -72,14 +77,15 @@ __all__ = [
     "MENDED_VERSIONS",
     "SEND_PROGRESS",
     "SEND_TIMEOUT",
+    "Http11Required",
     "MendedH2Protocol",
     "install",
     "installed",
     "mendable",
+    "send_timeout_for",
+    "set_send_timeout",
 ]
 
-#: The hypercorn releases (major.minor) whose HTTP/2 protocol this module mends.
-MENDED_VERSIONS = ("0.17", "0.18")
 #: Seconds a client may take to accept :data:`SEND_PROGRESS` bytes of an
 #: answer waiting for it before the server gives that answer up (the default
 #: of ``server.send_timeout``).
@@ -89,6 +95,31 @@ SEND_TIMEOUT = 60.0
 SEND_PROGRESS = 16 * 1024
 
 _SENDING_FAULTS = (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError)
+#: Each app's ``send_timeout``, given to :func:`install` when the app is built.
+_SEND_TIMEOUTS: WeakKeyDictionary[object, float] = WeakKeyDictionary()
+#: How many ASGI wrappers (hypercorn's own, middleware) to look through for the app.
+_WRAPPERS = 8
+
+
+def set_send_timeout(app: object, seconds: float) -> None:
+    """Give ``app``'s connections ``seconds`` as their ``send_timeout`` (both mends read it)."""
+    _SEND_TIMEOUTS[app] = seconds
+
+
+def send_timeout_for(app: object) -> float:
+    """The ``send_timeout`` of the app a connection serves, :data:`SEND_TIMEOUT` if none was given.
+
+    ``app`` is what hypercorn serves: the app :func:`install` was given, or a
+    wrapper around it (hypercorn's own, ASGI middleware) that keeps it as ``app``.
+    """
+    for _ in range(_WRAPPERS):
+        with suppress(TypeError):  # an object a weak reference cannot point to
+            if app in _SEND_TIMEOUTS:
+                return _SEND_TIMEOUTS[app]
+        app = getattr(app, "app", None)
+        if app is None:
+            break
+    return SEND_TIMEOUT
 
 
 class MendedH2Protocol(hypercorn_h2.H2Protocol):
@@ -96,11 +127,12 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
 
     _retiring = False
     _goaway_sent = False
-    #: Seconds a stream may wait to send SEND_PROGRESS bytes (fault 6; set by install).
+    #: Seconds a stream may wait to send SEND_PROGRESS bytes (fault 6): its app's.
     send_timeout = SEND_TIMEOUT
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.send_timeout = send_timeout_for(self.app)
         #: Streams whose data waits for the client's window: each one's
         #: deadline, and the bytes it must still send to be clear (fault 6).
         self._stalls: dict[int, tuple[float, int]] = {}
@@ -309,10 +341,30 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
             self._stall_watch.cancel()
 
 
-@cache
-def mendable() -> bool:
-    """Whether the hypercorn installed is a release the mends were written for."""
-    return ".".join(version("hypercorn").split(".")[:2]) in MENDED_VERSIONS
+class Http11Required:
+    """Stands for hypercorn's HTTP/2 protocol on a release the mends do not cover.
+
+    Every connection that turns to HTTP/2 (TLS with ALPN ``h2``, prior
+    knowledge, an ``Upgrade: h2c``) is answered with the server's preface and
+    a GOAWAY whose code is ``HTTP_1_1_REQUIRED`` (RFC 9113, 7), then closed.
+    It relies only on what every hypercorn release since 0.11 shares: the
+    connection's ``send`` callable is the last argument, and takes
+    ``RawData`` and ``Closed``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._send = kwargs["send"] if "send" in kwargs else args[-1]
+
+    async def initiate(self, *args: Any, **kwargs: Any) -> None:
+        """Refuse the connection: preface, GOAWAY (HTTP_1_1_REQUIRED), close."""
+        connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        connection.initiate_connection()
+        connection.close_connection(h2.errors.ErrorCodes.HTTP_1_1_REQUIRED)
+        await self._send(RawData(data=connection.data_to_send()))
+        await self._send(Closed())
+
+    async def handle(self, event: Event) -> None:
+        """Whatever the client sends after the refusal is dropped."""
 
 
 def installed() -> bool:
@@ -320,17 +372,19 @@ def installed() -> bool:
     return vars(hypercorn.protocol)["H2Protocol"] is MendedH2Protocol
 
 
-def install(send_timeout: float = SEND_TIMEOUT) -> bool:
+def install(app: object | None = None, send_timeout: float = SEND_TIMEOUT) -> bool:
     """Make hypercorn's connections speak HTTP/2 through :class:`MendedH2Protocol`.
 
-    ``send_timeout``: seconds a stream may take to send :data:`SEND_PROGRESS`
-    bytes to a client that does not open its window (fault 6), for every
-    HTTP/2 connection of the process from now on. Idempotent. Returns whether
-    it is installed: not for a hypercorn release outside
-    :data:`MENDED_VERSIONS`, whose internals it was not written for.
+    ``send_timeout``: seconds a stream of ``app`` may take to send
+    :data:`SEND_PROGRESS` bytes to a client that does not open its window
+    (fault 6); each app keeps its own. Idempotent. Returns whether the mend
+    is installed: not for a hypercorn release outside
+    :data:`.hypercorn_release.MENDED_VERSIONS`, whose internals it was not
+    written for; there :class:`Http11Required` refuses HTTP/2 instead.
     """
-    MendedH2Protocol.send_timeout = send_timeout
-    if mendable():
-        # Where ProtocolWrapper looks the class up for each new connection.
-        setattr(hypercorn.protocol, "H2Protocol", MendedH2Protocol)  # noqa: B010
+    if app is not None:
+        set_send_timeout(app, send_timeout)
+    # Where ProtocolWrapper looks the class up for each new connection.
+    protocol = MendedH2Protocol if mendable() else Http11Required
+    setattr(hypercorn.protocol, "H2Protocol", protocol)  # noqa: B010
     return installed()

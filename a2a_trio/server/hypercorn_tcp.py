@@ -30,8 +30,8 @@ timeout (4):
    memory (30 such connections asking for an 8 MB task: 290 MB) and its
    tasks alive, and a SIGTERM does not stop the server while it stays. Here
    a write that cannot hand :data:`.hypercorn_h2.SEND_PROGRESS` bytes to the
-   client within ``send_timeout`` seconds (:func:`install`) closes the
-   connection.
+   client within its app's ``send_timeout`` seconds (:func:`install`)
+   closes the connection.
 4. **A request's head has as long as an idle connection.** hypercorn times
    a request line and headers with the idle timer, ``keep_alive_timeout``:
    75 s under ``a2a-trio serve``, so that clients, not the server, close
@@ -45,12 +45,13 @@ timeout (4):
 :func:`install` puts the class where hypercorn's trio worker finds it;
 :class:`a2a_trio.A2AApp` installs it when it is built (before the worker
 starts accepting), next to :func:`.hypercorn_h2.install`, for the hypercorn
-versions it was written against (:data:`.hypercorn_h2.MENDED_VERSIONS`).
+releases it was written against (:data:`.hypercorn_release.MENDED_VERSIONS`).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import hypercorn.trio.run
 import trio
@@ -58,7 +59,8 @@ from hypercorn.events import Closed, Event, RawData, Updated
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
 
-from .hypercorn_h2 import SEND_PROGRESS, SEND_TIMEOUT, mendable
+from .hypercorn_h2 import SEND_PROGRESS, SEND_TIMEOUT, send_timeout_for, set_send_timeout
+from .hypercorn_release import mendable
 
 __all__ = ["HEADER_TIMEOUT", "MendedTCPServer", "install", "installed"]
 
@@ -70,13 +72,17 @@ class MendedTCPServer(TCPServer):
     """hypercorn's trio ``TCPServer``, its connection's faults its own (module docstring)."""
 
     _reading = True
-    #: Seconds a write may take to hand SEND_PROGRESS bytes over (fault 3; set by install).
+    #: Seconds a write may take to hand SEND_PROGRESS bytes over (fault 3): its app's.
     send_timeout = SEND_TIMEOUT
     #: Seconds a request's head may take (4; set by install; never past keep_alive_timeout).
     header_timeout = HEADER_TIMEOUT
     #: Whether the idle timer runs between requests (keep_alive_timeout) rather
     #: than for a request's head (header_timeout): not before the first answer.
     _between_requests = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.send_timeout = send_timeout_for(self.app)
 
     # -- fault 1: a connection's fault closes that connection -------------------
 
@@ -160,16 +166,23 @@ def installed() -> bool:
     return vars(hypercorn.trio.run)["TCPServer"] is MendedTCPServer
 
 
-def install(send_timeout: float = SEND_TIMEOUT, header_timeout: float = HEADER_TIMEOUT) -> bool:
+def install(
+    app: object | None = None,
+    send_timeout: float = SEND_TIMEOUT,
+    header_timeout: float = HEADER_TIMEOUT,
+) -> bool:
     """Make hypercorn's trio worker serve connections with :class:`MendedTCPServer`.
 
-    ``send_timeout``: seconds a write may take to hand ``SEND_PROGRESS`` bytes
-    to the client (fault 3); ``header_timeout``: seconds a request's head may
-    take (4); for every connection of the process from now on.
-    Idempotent; effective for the servers started after it. Returns whether it
-    is installed: not for a hypercorn release outside ``MENDED_VERSIONS``.
+    ``send_timeout``: seconds a write to a client of ``app`` may take to hand
+    ``SEND_PROGRESS`` bytes over (fault 3); each app keeps its own
+    (:func:`.hypercorn_h2.set_send_timeout`). ``header_timeout``: seconds a
+    request's head may take (4), for every connection of the process from
+    now on (the last app built decides it). Idempotent; effective for the
+    servers started after it. Returns whether it is installed: not for a
+    hypercorn release outside ``MENDED_VERSIONS``.
     """
-    MendedTCPServer.send_timeout = send_timeout
+    if app is not None:
+        set_send_timeout(app, send_timeout)
     MendedTCPServer.header_timeout = header_timeout
     if mendable():
         # Where worker_serve looks the class up when it starts listening.

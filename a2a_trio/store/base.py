@@ -194,7 +194,8 @@ class Store(ABC):
     @abstractmethod
     async def get_push_config(
         self, agent: str, task_id: str, config_id: str, *, owner: str | None
-    ) -> TaskPushNotificationConfig | None: ...
+    ) -> TaskPushNotificationConfig | None:
+        """One webhook config of the task, or None; with an ``owner``, of that owner's task only."""
 
     @abstractmethod
     async def list_push_configs(
