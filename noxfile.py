@@ -1,5 +1,5 @@
-"""Developer tasks: ``nox -s tests``, ``nox -s lint``, ``nox -s docs``, ``nox -s dist``, ``nox -s serve``,
-``nox -s bench``, ``nox -s protos``."""
+"""Developer tasks: ``nox -s tests``, ``nox -s lint``, ``nox -s docs``, ``nox -s dist``,
+``nox -s serve``, ``nox -s bench``, ``nox -s protos``."""
 
 from __future__ import annotations
 

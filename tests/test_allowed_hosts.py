@@ -26,7 +26,7 @@ def mount(app: A2AApp) -> None:
 
 
 def interface_urls(card: dict[str, object]) -> list[str]:
-    return [i["url"] for i in card["supportedInterfaces"]]  # type: ignore[attr-defined,index]
+    return [i["url"] for i in card["supportedInterfaces"]]  # type: ignore[attr-defined]
 
 
 async def test_a_host_not_allowed_is_refused_and_an_allowed_one_named_in_the_card(

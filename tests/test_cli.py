@@ -121,7 +121,7 @@ def rows(database: Path | str, query: str, *args: Any) -> list[tuple[Any, ...]]:
 
 def post_message(url: str, text: str, **fields: str) -> str:
     """Send a message with a plain JSON-RPC call (setup, not the CLI under test); the task id."""
-    task_id: str = message_task(url, text, **fields)["id"]
+    task_id: str = message_task(url, text, timeout=COMMAND_TIMEOUT, **fields)["id"]
     return task_id
 
 

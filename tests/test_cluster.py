@@ -431,7 +431,7 @@ async def test_a_stream_ends_with_the_failure_recorded_after_its_connection_was_
             task_id = received[0][1]["task"]["id"]
             admin.autocommit = False
             admin.execute("SELECT 1 FROM tasks WHERE id = %s FOR UPDATE", (task_id,))
-            killed: set[int] = set()
+            killed: set[object] = set()
             while len(killed) < 2:  # the execution's write, then the host's ending
                 await trio.sleep(0.02)
                 for pid, _ in admin.execute(

@@ -62,12 +62,13 @@ class Fleet(Deployment):
             log = self.directory / f"web{n}.log"
             self.web.append(ServerProcess.start(self.database, log, env=env, command=serve_command))
 
-    def start_worker(self) -> Worker:
+    def start_worker(self, *, config: Path | None = None, options: tuple[str, ...] = ()) -> Worker:
         self.metrics_ports.append(free_port())
         worker = Worker(
             self,
             f"w{len(self.workers)}",
-            options=("--metrics-bind", f"127.0.0.1:{self.metrics_ports[-1]}"),
+            config=config,
+            options=("--metrics-bind", f"127.0.0.1:{self.metrics_ports[-1]}", *options),
         )
         self.workers.append(worker)
         return worker

@@ -166,4 +166,4 @@ async def test_a_postgres_database_of_the_previous_version_moves_its_history_out
         version = conn.execute("SELECT version FROM a2a_schema").fetchone()
         snapshot = conn.execute("SELECT snapshot::text FROM tasks").fetchone()
     assert version is not None and version[0] == postgres_schema.SCHEMA_VERSION
-    assert snapshot is not None and "history" not in json.loads(snapshot[0])
+    assert snapshot is not None and "history" not in json.loads(str(snapshot[0]))

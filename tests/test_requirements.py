@@ -33,7 +33,7 @@ from jwt.api_jws import PyJWS
 from jwt.utils import base64url_decode
 
 from a2a_trio import A2AApp, A2AClient, CardKeys, CardSignatureError, CardSigner, verify_card
-from a2a_trio.protocol import AgentCapabilities, Operation
+from a2a_trio.protocol import AgentCapabilities, Operation, Task
 from a2a_trio.protocol.grpc_wire import METHODS
 from a2a_trio.protocol.operations import is_jsonrpc_method, match_route
 from a2a_trio.protocol.proto import a2a_pb2
@@ -165,6 +165,7 @@ async def test_auth_tls_001_every_http_binding_is_served_over_https(tmp_path: Pa
     ):
         client = await A2AClient.connect(url, http=http, prefer=["HTTP+JSON"])
         task = await client.send_message("echo over tls")
+        assert isinstance(task, Task)
         rpc = await A2AClient.connect(url, http=http)
         read = await rpc.get_task(task.id)
     assert url.startswith("https://")
@@ -346,6 +347,7 @@ async def test_ver_client_001_the_client_sends_a2a_version_with_each_request(
         for binding in ("JSONRPC", "HTTP+JSON"):
             client = await A2AClient.connect(server.url, http=http, prefer=[binding])
             task = await client.send_message("echo v")
+            assert isinstance(task, Task)
             await client.get_task(task.id)
     assert len(seen) >= 6 and set(seen) == {"1.0"}
 

@@ -295,23 +295,25 @@ def test_resubscribing_to_an_unknown_task_is_task_not_found(seen: dict[str, Any]
     # a2a-sdk 0.3's REST resubscribe never looks at the status: any answer
     # that is not SSE is its A2AClientHTTPError 400 (its own server breaks
     # the stream off instead, which it reports as a 503).
-    expected = {
+    expected_by_client: dict[tuple[str, str], dict[str, object]] = {
         ("a2a-sdk", "JSONRPC"): {"code": -32001},
         ("a2a-sdk", "HTTP+JSON"): {"status": 400},
         ("a2a-js", "JSONRPC"): {"error": "TaskNotFoundJSONRPCError", "typed": "cause"},
         ("a2a-js", "HTTP+JSON"): {"error": "TaskNotFoundError", "typed": "thrown"},
-    }[seen["client"], seen["binding"]]
+    }
+    expected = expected_by_client[seen["client"], seen["binding"]]
     got = seen["resubscribe_unknown"]
     assert {key: got.get(key) for key in expected} == expected, got
 
 
 def test_streaming_to_a_finished_task_is_unsupported_operation(seen: dict[str, Any]) -> None:
-    expected = {
+    expected_by_client: dict[tuple[str, str], dict[str, object]] = {
         ("a2a-sdk", "JSONRPC"): {"code": -32004},
         ("a2a-sdk", "HTTP+JSON"): {"status": 400},
         ("a2a-js", "JSONRPC"): {"error": "UnsupportedOperationJSONRPCError", "typed": "cause"},
         ("a2a-js", "HTTP+JSON"): {"error": "UnsupportedOperationError", "typed": "thrown"},
-    }[seen["client"], seen["binding"]]
+    }
+    expected = expected_by_client[seen["client"], seen["binding"]]
     got = seen["stream_to_finished"]
     assert {key: got.get(key) for key in expected} == expected, got
 

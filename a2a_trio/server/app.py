@@ -19,7 +19,7 @@ from werkzeug.exceptions import HTTPException
 from .._lazy_app import LazyApp
 from ..adapters.asyncio import AsyncioAgentExecutor, AsyncioBridge
 from ..protocol import AgentCard, InvalidRequestError
-from ..protocol.signing import CardSigner, signed_payload
+from ..protocol.signing import CardSigner
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
 from ..runtime.cluster import Cluster
@@ -761,4 +761,3 @@ class A2AApp(QuartTrio):
     def card_for(self, name: str, base: str) -> AgentCard:
         """The card of agent ``name`` exactly as served at ``base``, signatures included."""
         return self.mounts[name].card.served(base)
-
