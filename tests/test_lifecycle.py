@@ -257,14 +257,16 @@ def test_a_database_outage_is_one_line_when_it_goes_and_one_when_it_is_back(
         server = ServerProcess.start(
             postgres_url(location), tmp_path / "serve.log", env=env, command=serve_command
         )
+        worker_log = (tmp_path / "worker.log").open("wb")
         worker = subprocess.Popen(
             [*CLI, "worker"],
             cwd=REPO,
             env={**os.environ, **env},
             stdin=subprocess.DEVNULL,
-            stdout=(tmp_path / "worker.log").open("wb"),
+            stdout=worker_log,
             stderr=subprocess.STDOUT,
         )
+        worker_log.close()  # the child has its own descriptor
         try:
             wait_for_line(server, "serving", within=TIMEOUT)
             deadline = time.monotonic() + TIMEOUT
