@@ -106,7 +106,9 @@ class PushDispatcher:
             enabled=self.settings.screening, allowed_hosts=self.settings.allowed_hosts
         )
         self._wall_clock = wall_clock
-        self._poll_interval = poll_interval
+        #: How often the outbox is read without a wake-up (several processes on
+        #: PostgreSQL: the cluster's heartbeat says when rows are pending).
+        self.poll_interval = poll_interval
         self._limiter = trio.CapacityLimiter(self.settings.concurrency)
         self._active: set[Lane] = set()
         self._wakeup = trio.Event()
@@ -129,7 +131,7 @@ class PushDispatcher:
                         await self._start_lanes()
                     except Exception:  # the store is failing: look again at the next poll
                         log.exception("push dispatcher could not read the outbox")
-                    with trio.move_on_after(self._poll_interval):
+                    with trio.move_on_after(self.poll_interval):
                         await self._wakeup.wait()
         finally:
             self._nursery = None

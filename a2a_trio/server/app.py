@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -507,6 +508,9 @@ class A2AApp(QuartTrio):
         coordination = self.store.coordination
         if coordination is not None:  # several processes may serve this database
             self.cluster, self._cluster_stopped = Cluster(coordination), trio.Event()
+            # Each heartbeat says whether webhooks are pending: no poll.
+            self.cluster.push_pending = self.push.notify
+            self.push.poll_interval = math.inf
             for mount in self.mounts.values():
                 mount.host.attach(self.cluster)
             await services.start(self._run_cluster, self.cluster)
