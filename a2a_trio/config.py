@@ -68,6 +68,8 @@ class StorageSettings(_Section):
     pool_size: int = Field(default=10, ge=1, le=1000)
     connect_timeout: float = Field(default=5.0, gt=0)
     statement_timeout: float = Field(default=30.0, gt=0)
+    #: Seconds a pooled connection may stay unused before it is closed.
+    pool_idle: float = Field(default=30.0, gt=0)
     #: Which setting ``url`` came from, for messages (``A2A_TRIO_DATABASE`` overrides).
     _source: str = PrivateAttr(default="storage.url")
 
@@ -80,6 +82,7 @@ class StorageSettings(_Section):
             size=self.pool_size,
             connect_timeout=self.connect_timeout,
             statement_timeout=self.statement_timeout,
+            idle_seconds=self.pool_idle,
         )
 
 
@@ -97,6 +100,9 @@ class WorkerSection(_Section):
     #: Seconds a stopping worker lets its running executions finish (its
     #: runtime.shutdown_grace); queued agents are for long work.
     grace: float = Field(default=900.0, ge=0)
+    #: A worker's storage.pool_size: its executions' events are committed in
+    #: rounds, a few connections at most.
+    pool_size: int = Field(default=4, ge=1, le=1000)
 
 
 class RuntimeSettings(_Section):

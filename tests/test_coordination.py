@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from a2a_trio.protocol import TaskState
+from a2a_trio.store.coordination import Beat
 from a2a_trio.store.postgres import PostgresStore
 from a2a_trio.store.postgres.cluster import PostgresCoordination
 from a2a_trio.store.url import PostgresLocation
@@ -102,10 +103,10 @@ async def test_a_member_found_dead_gives_up_its_leases_at_its_next_heartbeat(
 ) -> None:
     a, b = members(stores)
     assert (await a.acquire(AGENT, "t", "a-1")).acquired
-    assert await a.heartbeat()
+    assert (await a.heartbeat([])).alive
     die(database, a)
-    assert not await a.heartbeat()
-    assert await a.heartbeat()  # a member again, holding nothing
+    assert not (await a.heartbeat([])).alive
+    assert (await a.heartbeat([])).alive  # a member again, holding nothing
     assert (await b.acquire(AGENT, "t", "b-1")).acquired
 
 
@@ -124,10 +125,24 @@ async def test_orphans_are_unfinished_tasks_without_a_live_holder(
     assert (await a.acquire(AGENT, "held", "a-1")).acquired
     assert (await b.acquire(AGENT, "paused-by-dead", "b-1")).acquired
     die(database, b)
-    found = {orphan.task_id for orphan in await a.orphans([AGENT])}
+    found = {orphan.task_id for orphan in await a.orphans([AGENT], unleased=True)}
     # "left" has no lease; "paused-by-dead" is paused, but its lease is a dead one's.
     assert found == {"left", "paused-by-dead"}
-    assert await a.orphans(["another-agent"]) == []
+    assert await a.orphans(["another-agent"], unleased=True) == []
+    # Without ``unleased`` (a heartbeat found a member dead): its leases only.
+    assert [orphan.task_id for orphan in await a.orphans([AGENT])] == ["paused-by-dead"]
+
+
+async def test_a_heartbeat_says_whether_a_member_died_and_whether_work_waits(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    a, b = members(stores)
+    assert await a.heartbeat([AGENT]) == Beat(alive=True)
+    await b.enqueue(AGENT, "t-1", "{}")
+    assert (await a.heartbeat([AGENT])).work_waiting
+    assert not (await a.heartbeat(["another-agent"])).work_waiting
+    die(database, b)
+    assert (await a.heartbeat([])).someone_dead
 
 
 # --- webhook lanes ----------------------------------------------------------------------------

@@ -275,3 +275,59 @@ async def test_listener_reports_a_lost_connection(postgres: PostgresLocation) ->
         await trio.to_thread.run_sync(terminate, postgres, row[0])
         with trio.fail_after(2), pytest.raises(ConnectionLost):
             await listener.receive()
+
+
+async def test_a_listener_runs_a_transaction_between_waits_and_keeps_what_arrived_meanwhile(
+    postgres: PostgresLocation,
+) -> None:
+    async with Listener.open(postgres, ["beat"]) as listener:
+        received: list[str] = []
+
+        async def receive_two() -> None:
+            for _ in range(2):
+                received.append((await listener.receive()).payload)
+
+        def work(conn: Connection) -> int:
+            # Delivered to this very connection at commit, while run() holds it.
+            conn.execute("SELECT pg_notify('beat', 'during')")
+            row = conn.execute("SELECT 41 + 1").fetchone()
+            assert row is not None
+            return int(row[0])
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(receive_two)
+                await trio.sleep(0.05)  # receive() waits on the socket
+                assert await listener.run(work) == 42
+                async with Database.open(postgres) as db:
+                    await db.execute("SELECT pg_notify('beat', 'after')")
+        assert received == ["during", "after"]
+
+
+async def test_connections_unused_for_idle_seconds_are_closed(postgres: PostgresLocation) -> None:
+    settings = PoolSettings(size=3, idle_seconds=0.2)
+    async with Database.open(postgres, settings) as db:
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):  # three at once: three connections
+                nursery.start_soon(db.fetchone, "SELECT pg_sleep(0.05)")
+        db.close_idle()
+        assert len(await open_connections(postgres)) == 3
+        await trio.sleep(0.3)
+        pid = await backend_pid(db)  # used just now: kept
+        db.close_idle()
+        assert await open_connections(postgres) == [pid]
+
+
+async def open_connections(location: PostgresLocation) -> list[int]:
+    def pids() -> list[int]:
+        with admin_connect(location) as admin:
+            return [
+                int(row[0])
+                for row in admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = %s"
+                    " AND pid <> pg_backend_pid() AND application_name = 'a2a-trio'",
+                    (location.dbname,),
+                ).fetchall()
+            ]
+
+    return await trio.to_thread.run_sync(pids)

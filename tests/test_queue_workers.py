@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -21,7 +21,6 @@ from typing import IO, Any
 import pytest
 import trio
 
-from a2a_trio.runtime.queued import POLL_SECONDS
 from a2a_trio.store.url import PostgresLocation
 
 from .conftest import user_message
@@ -246,12 +245,13 @@ async def test_a_queued_execution_whose_worker_died_before_starting_runs_once_el
     deployment: Deployment,
 ) -> None:
     web = deployment.web[1]
-    # A worker that claimed the next execution and died before starting it: a
-    # member whose heartbeat ran out, holding the row in state "claimed".
+    # A worker that claims the next execution and dies before starting it: a
+    # member whose heartbeat runs out a second from now, holding the row in
+    # state "claimed" (a dead member is forgotten only once it holds nothing).
     execute(
         deployment.database,
         "INSERT INTO a2a_members (id, host, pid, lease_seconds, started_at, heartbeat_at)"
-        " VALUES ('ghost', 'elsewhere', 1, 1, now(), '-infinity')",
+        " VALUES ('ghost', 'elsewhere', 1, 1, now(), now())",
     )
     execute(
         deployment.database,
@@ -295,20 +295,13 @@ async def test_sigterm_lets_a_worker_finish_what_it_runs(deployment: Deployment)
 async def test_a_blocking_send_whose_worker_is_killed_is_answered_failed(
     deployment: Deployment,
 ) -> None:
-    doomed = deployment.start_worker()
     web = deployment.web[0]
     answers: list[dict[str, Any]] = []
 
     async def send() -> None:
         answers.append(await rpc(web, "SendMessage", {"message": user_message("hold")}))
 
-    with trio.fail_after(LEASE_SECONDS + 20):
-        async with trio.open_nursery() as nursery:
-            with deployment.only(doomed):
-                nursery.start_soon(send)
-                holder = await wait_for_any_file(deployment.directory, f".holder.{doomed.name}")
-                await wait_for_state(web, holder.name.split(".")[0], "TASK_STATE_WORKING")
-            doomed.kill()
+    await worker_killed_under(deployment, web, send)
     task = answers[0]["task"]
     # The client hears how the task ended, as GetTask tells it: not WORKING.
     assert task["status"]["state"] == "TASK_STATE_FAILED", task["status"]
@@ -319,7 +312,6 @@ async def test_a_blocking_send_whose_worker_is_killed_is_answered_failed(
 async def test_a_stream_whose_worker_is_killed_ends_with_the_failure(
     deployment: Deployment,
 ) -> None:
-    doomed = deployment.start_worker()
     web = deployment.web[1]
     received: list[tuple[str | None, dict[str, Any]]] = []
 
@@ -328,19 +320,27 @@ async def test_a_stream_whose_worker_is_killed_ends_with_the_failure(
             await frames(web, "SendStreamingMessage", {"message": user_message("hold")})
         )
 
-    with trio.fail_after(LEASE_SECONDS + 20):
-        async with trio.open_nursery() as nursery:
-            with deployment.only(doomed):
-                nursery.start_soon(stream)
-                holder = await wait_for_any_file(deployment.directory, f".holder.{doomed.name}")
-                await wait_for_state(web, holder.name.split(".")[0], "TASK_STATE_WORKING")
-            doomed.kill()
+    await worker_killed_under(deployment, web, stream)
     states = [state_of(result) for _, result in received]
     assert states[-1] == "TASK_STATE_FAILED", states
     task_id = received[0][1]["task"]["id"]
     logged = rows(deployment.database, LOGGED_SEQS, task_id)
     ids = [int(event_id) for event_id, _ in received if event_id is not None]
     assert ids == [seq for (seq,) in logged], "the stream relays the log to its last event"
+
+
+async def worker_killed_under(
+    deployment: Deployment, web: ServerProcess, client: Callable[[], Awaitable[None]]
+) -> None:
+    """Run ``client`` until it returns; a new worker that runs its "hold" is SIGKILLed."""
+    doomed = deployment.start_worker()
+    with trio.fail_after(LEASE_SECONDS + 20):
+        async with trio.open_nursery() as nursery:
+            with deployment.only(doomed):
+                nursery.start_soon(client)
+                holder = await wait_for_any_file(deployment.directory, f".holder.{doomed.name}")
+                await wait_for_state(web, holder.name.split(".")[0], "TASK_STATE_WORKING")
+            doomed.kill()
 
 
 async def wait_for_any_file(directory: Path, suffix: str) -> Path:
@@ -372,19 +372,27 @@ def queued_rows(deployment: Deployment, task_id: str) -> list[tuple[str, str | N
     ]
 
 
+async def signalled_while_running(
+    deployment: Deployment, web: ServerProcess, text: str
+) -> tuple[Worker, dict[str, Any]]:
+    """A new worker running ``text``'s execution, SIGTERMed (it says it is stopping)."""
+    worker = deployment.start_worker()
+    with deployment.only(worker):
+        task = await start_task(web, text)
+        await wait_for_file(deployment.directory / f"{task['id']}.holder.{worker.name}")
+    worker.signal()
+    with trio.fail_after(10):
+        while "shutting down:" not in worker.output():  # noqa: ASYNC110
+            await trio.sleep(0.02)
+    return worker, task
+
+
 async def test_a_stopping_worker_claims_nothing_and_finishes_work_longer_than_ten_seconds(
     deployment: Deployment,
 ) -> None:
     # Default settings (no [worker] grace): 12 s of work outlives the old 10 s grace.
-    draining = deployment.start_worker()
     web = deployment.web[0]
-    with deployment.only(draining):
-        task = await start_task(web, "tick 240")
-        await wait_for_file(deployment.directory / f"{task['id']}.holder.{draining.name}")
-    draining.signal()
-    with trio.fail_after(10):
-        while "shutting down:" not in draining.output():  # noqa: ASYNC110
-            await trio.sleep(0.02)
+    draining, task = await signalled_while_running(deployment, web, "tick 240")
     async with trio.open_nursery() as nursery:
         # While only the stopping worker runs (well within a lease), what comes waits.
         with deployment.only(draining):
@@ -392,7 +400,7 @@ async def test_a_stopping_worker_claims_nothing_and_finishes_work_longer_than_te
             with trio.fail_after(5):
                 while not rows(deployment.database, WAITING):  # noqa: ASYNC110
                     await trio.sleep(0.02)
-            await trio.sleep(POLL_SECONDS + 0.2)
+            await trio.sleep(LEASE_SECONDS / 2)  # two heartbeats: either would say it waits
             assert [claimed_by for (claimed_by,) in rows(deployment.database, WAITING)] == [None]
     status = await trio.to_thread.run_sync(draining.exited)
     assert status == 0, draining.output()
@@ -401,15 +409,8 @@ async def test_a_stopping_worker_claims_nothing_and_finishes_work_longer_than_te
 
 
 async def test_a_second_signal_stops_a_draining_worker_at_once(deployment: Deployment) -> None:
-    draining = deployment.start_worker()
     web = deployment.web[1]
-    with deployment.only(draining):
-        task = await start_task(web, "hold")
-        await wait_for_file(deployment.directory / f"{task['id']}.holder.{draining.name}")
-    draining.signal()
-    with trio.fail_after(10):
-        while "shutting down:" not in draining.output():  # noqa: ASYNC110
-            await trio.sleep(0.02)
+    draining, task = await signalled_while_running(deployment, web, "hold")
     draining.signal()
     signalled = time.monotonic()
     status = await trio.to_thread.run_sync(draining.exited)

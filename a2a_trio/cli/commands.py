@@ -474,8 +474,9 @@ def worker(
     settings = _settings(config_path)
     grace_used = settings.worker.grace if grace is None else grace
     runtime = settings.runtime.model_copy(update={"shutdown_grace": grace_used})
+    storage = settings.storage.model_copy(update={"pool_size": settings.worker.pool_size})
     try:
-        app = build_app(settings.model_copy(update={"runtime": runtime}))
+        app = build_app(settings.model_copy(update={"runtime": runtime, "storage": storage}))
     except ConfigError as error:
         raise CannotRun(str(error)) from None
     if metrics_bind is not None:

@@ -114,7 +114,9 @@ class PushDispatcher:
         store.outbox_caps = OutboxCaps(
             self.settings.max_pending_per_webhook, self.settings.max_pending_per_task
         )
-        self._poll_interval = poll_interval
+        #: How often the outbox is read without a wake-up (several processes on
+        #: PostgreSQL: the cluster's heartbeat says when rows are pending).
+        self.poll_interval = poll_interval
         self._limiter = trio.CapacityLimiter(self.settings.concurrency)
         #: Each host's share of the attempts, and its circuit breaker.
         self.hosts = HostGate(
@@ -143,7 +145,7 @@ class PushDispatcher:
                         await self._start_lanes()
                     except Exception:  # the store is failing: look again at the next poll
                         log.exception("push dispatcher could not read the outbox")
-                    with trio.move_on_after(self._poll_interval):
+                    with trio.move_on_after(self.poll_interval):
                         await self._wakeup.wait()
         finally:
             self._nursery = None

@@ -8,6 +8,10 @@ adopts the tasks of members that died. The hosts ask it for task leases
 (:meth:`hold`, waiting while another member holds one) and to forward a
 cancel to the member running a task.
 
+Idle, a member commits one transaction per heartbeat (a quarter lease), on
+its listening connection: the heartbeat also says whether a member died
+(then this one adopts what it left), whether queued work or webhooks wait.
+
 The log and the lease table are the truth; a wake-up only says where to
 look. So a dropped listening connection costs latency: once it is back,
 every host catches its live tasks up from the log and every lease waiter
@@ -90,6 +94,11 @@ class Cluster:
         self.lease_seconds = coordination.lease_seconds
         self._members: dict[str, ClusterMember] = {}
         self._watchers: list[ClusterWatcher] = []
+        #: The queued agents this process works for (a2a-trio worker).
+        self._working_for: set[str] = set()
+        #: Told when a heartbeat finds webhook notifications pending.
+        self.push_pending: Callable[[], None] | None = None
+        self._adoption_wanted = trio.Event()
         self._lease_waiters: dict[tuple[str, str], trio.Event] = {}
         self._to_release: list[str] = []
         self._release_wanted = trio.Event()
@@ -113,6 +122,10 @@ class Cluster:
         self._watchers.append(watcher)
         if self._nursery is not None:
             self._nursery.start_soon(watcher.run)
+
+    def work_for(self, agent: str) -> None:
+        """This process runs ``agent``'s queued executions: heartbeats look for them."""
+        self._working_for.add(agent)
 
     # --- lifetime -------------------------------------------------------------------
 
@@ -257,16 +270,26 @@ class Cluster:
     async def _heartbeats(self) -> None:
         # Apart from adoption, which may take a while: a late heartbeat costs
         # the membership, and everything this process runs.
-        beat = self.lease_seconds / 4
+        period = self.lease_seconds / 4
         while True:
-            await trio.sleep(beat)
+            await trio.sleep(period)
             try:
-                alive = await self.coordination.heartbeat()
+                beat = await self.coordination.heartbeat(
+                    sorted(self._working_for), (self.role, self.agents, self.stats())
+                )
             except Exception as error:
                 log.warning("cluster heartbeat failed: %s", error)
                 continue
-            await self._report()
-            if not alive:
+            if beat.someone_dead:
+                self._adoption_wanted.set()
+            if beat.work_waiting:
+                for agent in self._working_for:
+                    member = self._members.get(agent)
+                    if member is not None:
+                        member.work_arrived()
+            if beat.push_pending and self.push_pending is not None:
+                self.push_pending()
+            if not beat.alive:
                 log.error(
                     "member %s had no heartbeat for %ss and was found dead: what it ran is"
                     " stopped (others end those tasks)",
@@ -286,11 +309,12 @@ class Cluster:
 
     async def _adoptions(self) -> None:
         while True:
-            await trio.sleep(self.lease_seconds / 2)
+            await self._adoption_wanted.wait()
+            self._adoption_wanted = trio.Event()
             await self._guarded(self.adopt_orphans)
 
     async def adopt_orphans(self) -> None:
-        """End the unfinished tasks no live member holds (at start-up, then now and then)."""
+        """End the tasks whose leases dead members hold (a heartbeat found one dead)."""
         if self._stopping or not self._members:
             return
         for orphan in await self.coordination.orphans(sorted(self._members)):

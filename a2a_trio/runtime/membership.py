@@ -42,7 +42,7 @@ class Membership:
 
     async def adopt_orphans(self) -> None:
         """End the unfinished tasks of this agent that no live process holds (at start-up)."""
-        for orphan in await self._cluster.coordination.orphans([self.name]):
+        for orphan in await self._cluster.coordination.orphans([self.name], unleased=True):
             try:
                 await self.adopt(orphan.task_id)
             except Exception:  # one task that cannot be ended must not stop the agent
@@ -157,6 +157,19 @@ class Membership:
                     self.name, live.task_id, token, queue=False
                 )
                 if claim.acquired:
+                    # The holder may have ended it before letting go (this cancel,
+                    # asked of it): what it recorded comes first.
+                    try:
+                        await self.read_back(live)
+                    except BaseException:
+                        cluster.release(token)
+                        raise
+                    snapshot = live.feed.snapshot
+                    if snapshot is not None and snapshot.status.state.is_final:
+                        cluster.release(token)
+                        if snapshot.status.state is TaskState.CANCELED:
+                            return snapshot
+                        raise not_cancelable(live.task_id, snapshot.status.state)
                     return await self._host._cancel_here(live, stored, caller, metadata, token)
                 await cluster.request_cancel(
                     self.name, live.task_id, claim.holder or "", caller.identifier

@@ -39,9 +39,6 @@ __all__ = ["QueuedExecutions"]
 
 log = logging.getLogger("a2a_trio.runtime")
 
-#: How often a worker looks for work when no wake-up came (a lost one, say).
-POLL_SECONDS = 1.0
-
 
 class QueuedExecutions:
     """One queued agent's executions: waited for (web processes) or run (workers)."""
@@ -162,6 +159,7 @@ class QueuedExecutions:
         host = self._host
         assert host.cluster is not None
         coordination = host.cluster.coordination
+        host.cluster.work_for(host.name)
         running = 0
         freed = trio.Event()
 
@@ -185,11 +183,12 @@ class QueuedExecutions:
                 host._spawn_anyway(self._run, work, one_done)
             if claimed and running < concurrency:
                 continue  # there may be more
-            with trio.move_on_after(POLL_SECONDS):
-                if running < concurrency:
-                    await self._work_arrived.wait()
-                else:
-                    await freed.wait()
+            # No poll: a wake-up says at once that work waits, and every
+            # heartbeat whether any does (a wake-up lost, say; runtime.cluster).
+            if running < concurrency:
+                await self._work_arrived.wait()
+            else:
+                await freed.wait()
 
     async def _run(self, work: QueuedExecution, done: Any) -> None:
         host = self._host

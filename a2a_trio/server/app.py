@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -622,6 +623,9 @@ class A2AApp(QuartTrio):
             self.cluster, self._cluster_stopped = Cluster(coordination), trio.Event()
             self.cluster.role = self.role
             self.cluster.agents = list(self._agents_served or self.mounts)
+            # Each heartbeat says whether webhooks are pending: no poll.
+            self.cluster.push_pending = self.push.notify
+            self.push.poll_interval = math.inf
             for mount in self.mounts.values():
                 mount.host.attach(self.cluster)
             await services.start(self._run_cluster, self.cluster)

@@ -42,11 +42,13 @@ __all__ = [
     "EVENTS",
     "LEASES",
     "QUEUE",
+    "Beat",
     "Claim",
     "Coordination",
     "Orphan",
     "QueuedExecution",
     "QueuedOutcome",
+    "Report",
     "Signal",
     "WakeUps",
     "signal_payload",
@@ -106,6 +108,22 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
+class Beat:
+    """What one heartbeat found (its one transaction is all an idle member commits).
+
+    ``alive``: False when others had already found this member dead.
+    ``someone_dead``: a member is dead and may have left work to adopt.
+    ``work_waiting``: queued executions of the agents asked about wait.
+    ``push_pending``: webhook notifications are pending (a lane to claim, maybe).
+    """
+
+    alive: bool
+    someone_dead: bool = False
+    work_waiting: bool = False
+    push_pending: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Orphan:
     """An unfinished task with no live holder, or a lease a dead member left."""
 
@@ -136,6 +154,11 @@ class QueuedOutcome:
     error: dict[str, object] | None = None
 
 
+#: What a member tells the others of itself: role (``web`` or ``worker``), the
+#: agents it serves, its counters (see :meth:`Coordination.report`).
+Report = tuple[str, list[str], dict[str, float]]
+
+
 class WakeUps(ABC):
     """A dedicated connection that receives the members' wake-ups."""
 
@@ -157,11 +180,15 @@ class Coordination(ABC):
         """Become a member (before holding anything)."""
 
     @abstractmethod
-    async def heartbeat(self) -> bool:
-        """Renew the membership; False when others had already found it dead.
+    async def heartbeat(self, queued_agents: list[str], report: Report | None = None) -> Beat:
+        """Renew the membership, and look whether anything waits for the members.
 
-        A member found dead has lost its leases: whatever it still runs must stop.
-        It is a member again after this call, with a fresh heartbeat.
+        In one transaction, on the listening connection once it is open: an
+        idle member commits nothing else. A member found dead has lost its
+        leases: whatever it still runs must stop. It is a member again after
+        this call, with a fresh heartbeat. ``queued_agents``: the agents this
+        member works for (Beat.work_waiting); ``report``: what :meth:`report`
+        would write, written in the same transaction.
         """
 
     @abstractmethod
@@ -192,8 +219,13 @@ class Coordination(ABC):
         """Ask ``holder`` to cancel the task it runs (on behalf of ``owner``)."""
 
     @abstractmethod
-    async def orphans(self, agents: list[str]) -> list[Orphan]:
-        """Unfinished tasks of these agents without a live holder, and dead members' leases."""
+    async def orphans(self, agents: list[str], *, unleased: bool = False) -> list[Orphan]:
+        """The leases of these agents that dead members hold, and (``unleased``, at
+        start-up) their unfinished tasks that no lease covers nor queued execution waits for.
+
+        Reads the members and the dead ones' leases only (what a vacuum backlog
+        of finished work cannot grow), unless ``unleased``.
+        """
 
     @abstractmethod
     async def claim_lane(self, agent: str, task_id: str, config_id: str) -> bool:

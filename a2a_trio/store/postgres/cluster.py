@@ -22,11 +22,13 @@ from ..coordination import (
     CHANNELS,
     DONE,
     QUEUE,
+    Beat,
     Claim,
     Coordination,
     Orphan,
     QueuedExecution,
     QueuedOutcome,
+    Report,
     Signal,
     WakeUps,
 )
@@ -34,7 +36,7 @@ from ..coordination import signal_payload as signal_payload
 from ..fleet import FleetView
 from ..queries import UNFINISHED_STATES
 from .database import Connection, Database
-from .fleet import claim_duty, read_fleet, shared_setting, write_report
+from .fleet import REPORT, claim_duty, read_fleet, shared_setting, write_report
 from .listener import Listener
 
 __all__ = ["LIVE", "PostgresCoordination"]
@@ -72,6 +74,8 @@ class PostgresCoordination(Coordination):
         self._db = db
         self.member = new_member_id()
         self.lease_seconds = lease_seconds
+        #: The listening connection, while open: heartbeats run on it.
+        self._listener: Listener | None = None
 
     async def join(self) -> None:
         await self._db.execute(
@@ -80,28 +84,47 @@ class PostgresCoordination(Coordination):
             (self.member, socket.gethostname(), os.getpid(), self.lease_seconds),
         )
 
-    async def heartbeat(self) -> bool:
-        def beat(conn: Connection) -> bool:
+    async def heartbeat(self, queued_agents: list[str], report: Report | None = None) -> Beat:
+        def beat(conn: Connection) -> Beat:
             row = conn.execute(
                 f"SELECT {LIVE} FROM a2a_members m WHERE id = %s FOR UPDATE", (self.member,)
             ).fetchone()
-            if row is not None and row[0]:
+            alive = row is not None and bool(row[0])
+            if alive:
                 conn.execute(
                     "UPDATE a2a_members SET heartbeat_at = now() WHERE id = %s", (self.member,)
                 )
-                return True
-            # Found dead (or late: nobody may have noticed yet, but anybody could
-            # have): what it held is given up, and it starts again holding nothing.
-            conn.execute(_RELEASE_ALL, (self.member,))
-            conn.execute(
-                "INSERT INTO a2a_members (id, host, pid, lease_seconds, started_at, heartbeat_at)"
-                " VALUES (%s, %s, %s, %s, now(), now()) ON CONFLICT (id) DO UPDATE"
-                " SET heartbeat_at = now()",
-                (self.member, socket.gethostname(), os.getpid(), self.lease_seconds),
-            )
-            return False
+            else:
+                # Found dead (or late: nobody may have noticed yet, but anybody could
+                # have): what it held is given up, and it starts again holding nothing.
+                conn.execute(_RELEASE_ALL, (self.member,))
+                conn.execute(
+                    "INSERT INTO a2a_members (id, host, pid, lease_seconds, started_at,"
+                    " heartbeat_at) VALUES (%s, %s, %s, %s, now(), now())"
+                    " ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()",
+                    (self.member, socket.gethostname(), os.getpid(), self.lease_seconds),
+                )
+            if report is not None:
+                role, agents, stats = report
+                conn.execute(REPORT, (role, ",".join(agents), json.dumps(stats), self.member))
+            # The members table holds one row per process: the first EXISTS
+            # reads them (an idle beat reads N + 1 rows); the others are index
+            # probes that stop at the first row found.
+            found = conn.execute(
+                f"SELECT EXISTS (SELECT FROM a2a_members m WHERE NOT {LIVE}),"
+                " EXISTS (SELECT FROM queued_executions WHERE state = 'queued'"
+                " AND agent = ANY(%s)),"
+                " EXISTS (SELECT FROM push_outbox WHERE state = 'pending')",
+                (queued_agents,),
+            ).fetchone()
+            assert found is not None
+            return Beat(alive, bool(found[0]), bool(found[1]), bool(found[2]))
 
-        return await self._db.run(beat)
+        listener = self._listener
+        outcome = await (listener.run(beat) if listener is not None else self._db.run(beat))
+        # Idle, the process holds its listening connection only.
+        self._db.close_idle()
+        return outcome
 
     async def leave(self) -> None:
         def leave(conn: Connection) -> None:
@@ -168,24 +191,18 @@ class PostgresCoordination(Coordination):
             (CANCELS, signal_payload(agent, task_id, holder, owner)),
         )
 
-    async def orphans(self, agents: list[str]) -> list[Orphan]:
+    async def orphans(self, agents: list[str], *, unleased: bool = False) -> list[Orphan]:
         def find(conn: Connection) -> list[Orphan]:
             _bury_local_dead(conn, self.member)
-            rows = conn.execute(
-                "SELECT t.agent, t.id FROM tasks t"
-                " LEFT JOIN task_leases l ON l.agent = t.agent AND l.task_id = t.id"
-                " LEFT JOIN a2a_members m ON m.id = l.holder"
-                f" WHERE t.state = ANY(%s) AND t.agent = ANY(%s) AND NOT {LIVE}"
-                # Handed back to the queue by a stopping worker: the next one runs it.
-                " AND NOT EXISTS (SELECT FROM queued_executions q WHERE q.agent = t.agent"
-                " AND q.task_id = t.id AND q.state IN ('queued', 'claimed'))"
-                " UNION"
-                " SELECT l.agent, l.task_id FROM task_leases l"
-                " LEFT JOIN a2a_members m ON m.id = l.holder"
-                f" WHERE l.agent = ANY(%s) AND NOT {LIVE}"
-                " ORDER BY 1, 2",
-                (UNFINISHED_STATES, agents, agents),
-            ).fetchall()
+            if unleased:
+                rows = conn.execute(_UNLEASED, (UNFINISHED_STATES, agents, agents)).fetchall()
+            else:
+                rows = conn.execute(
+                    "SELECT l.agent, l.task_id FROM a2a_members m"
+                    " JOIN task_leases l ON l.holder = m.id"
+                    f" WHERE NOT {LIVE} AND l.agent = ANY(%s) ORDER BY 1, 2",
+                    (agents,),
+                ).fetchall()
             _recover_queued(conn)
             # Members dead for ten leases that hold nothing more are forgotten.
             conn.execute(
@@ -306,11 +323,33 @@ class PostgresCoordination(Coordination):
     @asynccontextmanager
     async def wake_ups(self) -> AsyncIterator[WakeUps]:
         async with Listener.open(self._db.location, CHANNELS, self._db.settings) as listener:
-            yield _PostgresWakeUps(listener)
+            self._listener = listener
+            try:
+                yield _PostgresWakeUps(listener)
+            finally:
+                self._listener = None
 
 
 #: Let every lease of a member go, waking their waiters.
 _RELEASE_ALL = _RELEASE.replace("token = ANY(%s)", "holder = %s")
+
+#: At start-up: the agents' unfinished tasks without a live holder (none
+#: waiting in the queue), and every lease without one. Reads every unfinished
+#: task (index tasks_by_state) and every lease: once per start, not per beat.
+_UNLEASED = f"""
+    SELECT t.agent, t.id FROM tasks t
+    LEFT JOIN task_leases l ON l.agent = t.agent AND l.task_id = t.id
+    LEFT JOIN a2a_members m ON m.id = l.holder
+    WHERE t.state = ANY(%s) AND t.agent = ANY(%s) AND NOT {LIVE}
+    -- Handed back to the queue by a stopping worker: the next one runs it.
+    AND NOT EXISTS (SELECT FROM queued_executions q WHERE q.agent = t.agent
+        AND q.task_id = t.id AND q.state IN ('queued', 'claimed'))
+    UNION
+    SELECT l.agent, l.task_id FROM task_leases l
+    LEFT JOIN a2a_members m ON m.id = l.holder
+    WHERE l.agent = ANY(%s) AND NOT {LIVE}
+    ORDER BY 1, 2
+"""
 
 
 def _recover_queued(conn: Connection) -> None:
@@ -325,8 +364,11 @@ def _recover_queued(conn: Connection) -> None:
         f" {LIVE}) OR claimed_by NOT IN (SELECT id FROM a2a_members)"
     )
     conn.execute(
-        "UPDATE queued_executions SET state = 'queued', claimed_by = NULL, updated_at = now()"
-        f" WHERE state = 'claimed' AND ({dead})"
+        "WITH again AS (UPDATE queued_executions SET state = 'queued', claimed_by = NULL,"
+        f" updated_at = now() WHERE state = 'claimed' AND ({dead}) RETURNING agent)"
+        " SELECT count(pg_notify(%s, json_build_array(agent)::text))"
+        " FROM (SELECT DISTINCT agent FROM again) AS waiting",
+        (QUEUE,),
     )
     stopped = json.dumps(
         {"code": -32603, "message": "The worker running this message stopped before it ended."}

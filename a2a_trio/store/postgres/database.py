@@ -44,6 +44,9 @@ class PoolSettings:
     # How long a cancelled caller waits for the server to abandon its query before
     # the connection is given up on instead of reused.
     cancel_grace: float = 5.0
+    # A connection unused this long is closed (close_idle): an idle process
+    # holds none of the pool's.
+    idle_seconds: float = 30.0
 
 
 class Database:
@@ -57,7 +60,8 @@ class Database:
     def __init__(self, location: PostgresLocation, settings: PoolSettings) -> None:
         self.location = location
         self.settings = settings
-        self._idle: list[Connection] = []
+        #: Idle connections, most recently used last, with when they were let go.
+        self._idle: list[tuple[Connection, float]] = []
         self._slots = trio.Semaphore(settings.size)
         # Threads of our own rather than trio's shared default limiter, so database
         # work never queues behind unrelated to_thread calls. A slot holder runs one
@@ -79,10 +83,10 @@ class Database:
         try:
             # Fail at start-up, not at the first request: hand the first connection
             # to the pool.
-            db._idle.append(await db._connect())
+            db._idle.append((await db._connect(), trio.current_time()))
             yield db
         finally:
-            for conn in db._idle:
+            for conn, _ in db._idle:
                 conn.close()
             db._idle.clear()
 
@@ -133,7 +137,7 @@ class Database:
                 yield conn
             finally:
                 if _reusable(conn):
-                    self._idle.append(conn)
+                    self._idle.append((conn, trio.current_time()))
                 elif conn.info.transaction_status != TransactionStatus.ACTIVE:
                     _close_quietly(conn)
                 # else a cancelled query outlived its grace period: its worker thread
@@ -141,12 +145,20 @@ class Database:
 
     def _take_idle(self) -> Connection | None:
         while self._idle:
-            conn = self._idle.pop()
+            conn, _ = self._idle.pop()
             if _still_alive(conn):
                 return conn
             log.debug("dropping a PostgreSQL connection the server closed (%s)", self.display)
             _close_quietly(conn)
         return None
+
+    def close_idle(self) -> None:
+        """Close the connections no call used for ``settings.idle_seconds``."""
+        cutoff = trio.current_time() - self.settings.idle_seconds
+        # Let go last, used last: the oldest are at the front.
+        while self._idle and self._idle[0][1] < cutoff:
+            conn, _ = self._idle.pop(0)
+            _close_quietly(conn)
 
     @property
     def display(self) -> str:

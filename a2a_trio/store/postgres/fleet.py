@@ -26,13 +26,14 @@ _QUEUED = (
 )
 
 
+#: A member's report of itself: role, agents (comma-separated), counters (JSON), its id.
+REPORT = "UPDATE a2a_members SET role = %s, agents = %s, stats = %s::json WHERE id = %s"
+
+
 async def write_report(
     db: Database, member: str, role: str, agents: list[str], stats: dict[str, float]
 ) -> None:
-    await db.execute(
-        "UPDATE a2a_members SET role = %s, agents = %s, stats = %s::json WHERE id = %s",
-        (role, ",".join(agents), json.dumps(stats), member),
-    )
+    await db.execute(REPORT, (role, ",".join(agents), json.dumps(stats), member))
 
 
 async def shared_setting(db: Database, key: str, proposed: str) -> tuple[str, bool]:

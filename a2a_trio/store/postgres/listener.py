@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 
 import psycopg
 import trio
@@ -18,6 +20,8 @@ from .errors import ConnectionLost
 #: The application_name of a listening connection (pg_stat_activity shows it).
 LISTENER_APPLICATION = "a2a-trio wake-ups"
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class Notification:
@@ -29,15 +33,23 @@ class Notification:
 
 
 class Listener:
-    """A connection that only listens; ``receive`` waits trio-natively on its socket.
+    """A connection that listens; ``receive`` waits trio-natively on its socket.
 
-    The channels are fixed when it opens: once LISTEN has run, nothing else is ever sent
-    on this connection, so no query can swallow a notification meant for ``receive``.
+    The channels are fixed when it opens. :meth:`run` may use the connection
+    between two waits (a heartbeat, so that an idle process holds this one
+    connection only): ``receive`` gives way while it runs, and what arrives
+    meanwhile is kept for it (psycopg hands it to the notify handler).
     """
 
     def __init__(self, conn: Connection, encoding: str) -> None:
         self._conn = conn
         self._encoding = encoding
+        #: Notifications psycopg read while :meth:`run` used the connection.
+        self._kept: deque[psycopg.Notify] = deque()
+        conn.add_notify_handler(self._kept.append)
+        #: Who uses the connection: ``receive`` (while it waits) or one ``run``.
+        self._turn = trio.Lock()
+        self._waiting: trio.CancelScope | None = None
 
     @classmethod
     @asynccontextmanager
@@ -64,6 +76,9 @@ class Listener:
         """The next notification; raises ConnectionLost if the server goes away."""
         pgconn = self._conn.pgconn
         while True:
+            if self._kept:
+                kept = self._kept.popleft()
+                return Notification(kept.channel, kept.payload, kept.pid)
             # libpq's public, non-blocking calls: consume what the socket holds, then
             # hand out what was parsed.
             notify = pgconn.notifies()
@@ -73,11 +88,33 @@ class Listener:
                     payload=notify.extra.decode(self._encoding),
                     pid=notify.be_pid,
                 )
-            await trio.lowlevel.wait_readable(pgconn.socket)
-            try:
-                pgconn.consume_input()
-            except psycopg.OperationalError as error:
-                raise ConnectionLost(f"the LISTEN connection was lost: {error}") from error
+            async with self._turn:
+                with trio.CancelScope() as self._waiting:
+                    await trio.lowlevel.wait_readable(pgconn.socket)
+                self._waiting = None
+                if self._conn.closed or self._conn.broken:
+                    raise ConnectionLost("the LISTEN connection was lost")
+                try:
+                    pgconn.consume_input()
+                except psycopg.OperationalError as error:
+                    raise ConnectionLost(f"the LISTEN connection was lost: {error}") from error
+
+    async def run(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work(conn)`` in one transaction on this connection, in a worker thread."""
+        if self._waiting is not None:
+            self._waiting.cancel()  # receive gives way, then waits again after us
+        async with self._turn:
+
+            def transaction() -> T:
+                try:
+                    with self._conn.transaction():
+                        return work(self._conn)
+                except psycopg.OperationalError as error:
+                    if self._conn.closed or self._conn.broken:
+                        raise ConnectionLost(f"the LISTEN connection was lost: {error}") from error
+                    raise
+
+            return await trio.to_thread.run_sync(transaction)
 
 
 def _run_all(conn: Connection, statements: list[sql.Composed]) -> None:
