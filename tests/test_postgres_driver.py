@@ -322,7 +322,7 @@ async def open_connections(location: PostgresLocation) -> list[int]:
     def pids() -> list[int]:
         with admin_connect(location) as admin:
             return [
-                int(row[0])
+                int(str(row[0]))
                 for row in admin.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = %s"
                     " AND pid <> pg_backend_pid() AND application_name = 'a2a-trio'",
