@@ -65,13 +65,17 @@ class Stored:
 def read_tasks(database: str) -> dict[str, Stored]:
     """Every task in the database, by id: what it was asked, its state and status text."""
     tasks = {}
-    for task_id, state, last_seq, snapshot in rows(
-        database, "SELECT id, state, last_seq, CAST(snapshot AS text) FROM tasks"
+    # What it was asked is the first message of its history: in its first event.
+    for task_id, state, last_seq, snapshot, first in rows(
+        database,
+        "SELECT id, state, last_seq, CAST(snapshot AS text), CAST(payload AS text)"
+        " FROM tasks JOIN task_events ON task_events.agent = tasks.agent"
+        " AND task_events.task_id = tasks.id AND task_events.seq = 1",
     ):
         task = json.loads(snapshot)
         message = task["status"].get("message")
         tasks[task_id] = Stored(
-            text=task["history"][0]["parts"][0]["text"],
+            text=json.loads(first)["task"]["history"][0]["parts"][0]["text"],
             state=state,
             status_text=message["parts"][0]["text"] if message else None,
             last_seq=last_seq,
