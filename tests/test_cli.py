@@ -377,8 +377,8 @@ def test_the_skeleton_served_from_a_config_answers_a_message(
     assert re.fullmatch(r"task \S+ TASK_STATE_COMPLETED: hello there", result.out.strip())
 
     assert rows(tmp_path / "hello.db", "SELECT state FROM tasks") == [("TASK_STATE_COMPLETED",)]
-    _, out, _ = server.stop()
-    assert out.startswith(f"serving hello on {server.url}")
+    _, _, err = server.stop()  # logged on standard error, a line with time, level, logger
+    assert f" INFO a2a_trio.cli: serving hello on {server.url}\n" in err
 
 
 def test_the_console_script_imports_agents_from_the_working_directory(tmp_path: Path) -> None:
@@ -715,8 +715,8 @@ def test_serve_answers_on_its_bind(tmp_path: Path, serving: list[Served]) -> Non
     assert task["artifacts"][0]["parts"] == [{"text": "bound and answering"}]
 
     assert rows(tmp_path / "a2a.db", "SELECT id FROM tasks") == [(task["id"],)]
-    _, out, _ = server.stop()
-    assert out.startswith(f"serving echo on {server.url}")
+    _, _, err = server.stop()
+    assert f" INFO a2a_trio.cli: serving echo on {server.url}\n" in err
 
 
 @contextmanager
@@ -755,13 +755,13 @@ def test_ctrl_c_stops_a_busy_server_with_exit_0(tmp_path: Path, serving: list[Se
         assert status == 0, f"attempt {attempt}: exit status {status}\n{err[-3000:]}"
 
 
-def test_serve_logs_each_request_to_standard_output(tmp_path: Path, serving: list[Served]) -> None:
+def test_serve_logs_each_request(tmp_path: Path, serving: list[Served]) -> None:
     server = Served.start(tmp_path)
     serving.append(server)
     httpx.get(server.url + "/no/such/page?api_key=kept-out-of-the-log")
     post_message(server.url, "leave a trace")
-    _, out, _ = server.stop(signal.SIGTERM)
-    assert re.search(r'"GET /no/such/page 1\.1" 404 ', out), out
+    _, _, out = server.stop(signal.SIGTERM)  # the log, access lines too, is on standard error
+    assert re.search(r'INFO hypercorn.access: .*"GET /no/such/page 1\.1" 404 ', out), out
     assert re.search(r'"POST /jsonrpc 1\.1" 200 ', out), out
     assert "kept-out-of-the-log" not in out
 
