@@ -42,9 +42,9 @@ def test_serve_module_app_shows_requests_in_the_access_log_console_and_metrics(
         metrics,
     ), metrics
     assert httpx.get(server.url + "/_a2a/health/ready").status_code == 200
-    _, out, err = server.stop(signal.SIGTERM)
-    assert out.startswith(f"serving echo on {server.url}\n")
-    assert re.search(r'"POST /echo/jsonrpc 1\.1" 200 ', out), out
+    _, _, err = server.stop(signal.SIGTERM)  # the log, access lines too, is on standard error
+    assert f" INFO a2a_trio.cli: serving echo on {server.url}\n" in err, err
+    assert re.search(r'INFO hypercorn.access: .*"POST /echo/jsonrpc 1\.1" 200 ', err), err
     console = CONSOLE_URL.search(err)
     assert console is not None, err
     assert console.group(1) == server.url  # the whole address, not a placeholder
@@ -92,10 +92,10 @@ def test_serve_any_asgi_app_as_hypercorn_would(tmp_path: Path, serving: list[Ser
         assert body == "plain"
     finally:
         process.send_signal(signal.SIGTERM)
-        out, _ = process.communicate(timeout=STARTUP_TIMEOUT)
+        _, err = process.communicate(timeout=STARTUP_TIMEOUT)
     assert process.returncode == 0
-    assert out.startswith(f"serving plain:app on http://127.0.0.1:{port}\n")
-    assert re.search(r'"GET / 1\.1" 200 ', out), out
+    assert f" INFO a2a_trio.cli: serving plain:app on http://127.0.0.1:{port}\n" in err, err
+    assert re.search(r'INFO hypercorn.access: .*"GET / 1\.1" 200 ', err), err
 
 
 def _until_answered(url: str, process: subprocess.Popen[str]) -> str:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import trio
 
+from a2a_trio.protocol import TaskNotCancelableError
+
 from .conftest import user_message
 from .console_helpers import TOKEN, console_server
 
@@ -83,7 +85,7 @@ async def test_cancel_ends_a_running_task_and_refuses_a_finished_one(tmp_path: P
         first = await server.client.post(cancel, headers=OPERATOR)
         assert first.json() == {"id": task_id, "state": "TASK_STATE_CANCELED"}
         again = await server.client.post(cancel, headers=OPERATOR)
-        assert again.status_code == 409
+        assert again.status_code == TaskNotCancelableError.spec.http_status
         assert again.json()["error"]["status"] == "TASK_NOT_CANCELABLE"
 
 

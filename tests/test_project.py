@@ -32,6 +32,7 @@ def test_the_changelog_has_an_unreleased_section_and_every_release() -> None:
 
 
 def test_the_license_is_the_one_pyproject_names() -> None:
-    assert PYPROJECT["project"]["license"] == {"text": "Apache-2.0"}
+    assert PYPROJECT["project"]["license"] == "Apache-2.0"  # an SPDX expression
+    assert PYPROJECT["project"]["license-files"] == ["LICENSE"]
     license_text = " ".join((REPO / "LICENSE").read_text().split())
     assert license_text.startswith("Apache License Version 2.0, January 2004")

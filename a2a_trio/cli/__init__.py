@@ -63,7 +63,7 @@ COMMANDS = {
         "Send TEXT to the agent at URL; prints the answer (or its text as it comes with --stream).",
     ),
     "serve": _Entry(
-        "commands",
+        "running",
         "serve",
         "Serve your app (MODULE:APP) or the configured agents, everything on (Ctrl+C stops).",
     ),
@@ -79,7 +79,7 @@ COMMANDS = {
         "watch", "watch", "Print a server's live feed, one line per event, as it happens."
     ),
     "worker": _Entry(
-        "commands",
+        "running",
         "worker",
         "Run the queued agents' executions (no HTTP) until SIGTERM or Ctrl+C.",
     ),

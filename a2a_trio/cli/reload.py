@@ -38,6 +38,7 @@ SETTLE = 50
 #: but the application.
 _STACK = (
     "a2a_trio.cli.commands",
+    "a2a_trio.cli.running",
     "a2a_trio.cli.apps",
     "a2a_trio.console",
     "a2a_trio.server.serving",

@@ -153,7 +153,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v2,
     _v3,
     _v4,
-    _history_out_of_the_row,  # h-speed: history out of the task snapshot
+    _history_out_of_the_row,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

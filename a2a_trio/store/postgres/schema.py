@@ -218,9 +218,9 @@ _HISTORY_OUT_OF_THE_ROW = (
     r" AND position('\u0000' in snapshot::text) = 0",
 )
 
-# h-fleet: what each member reports of itself with its heartbeat (role, agents,
+# What each member reports of itself with its heartbeat (role, agents,
 # counters), for the console's members view and deployment-wide counters.
-_V3 = (
+_MEMBERS_REPORT = (
     "ALTER TABLE a2a_members ADD COLUMN role text NOT NULL DEFAULT '',"
     " ADD COLUMN agents text NOT NULL DEFAULT '', ADD COLUMN stats json",
 )
@@ -228,8 +228,8 @@ _V3 = (
 MIGRATIONS: list[tuple[str, ...]] = [
     _V1,
     _V2,
-    _HISTORY_OUT_OF_THE_ROW,  # h-speed: history out of the task snapshot
-    _V3,  # h-fleet: members report role, agents and counters
+    _HISTORY_OUT_OF_THE_ROW,
+    _MEMBERS_REPORT,  # members report role, agents and counters (the console)
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
