@@ -20,6 +20,8 @@ from hypercorn.trio import serve
 from a2a_trio import A2AApp, AgentCard
 from a2a_trio.protocol import AgentCapabilities, AgentSkill
 
+from .agents import ScriptedExecutor
+
 # The fresh PostgreSQL database fixture (skipped where no server answers).
 pytest_plugins = ["tests.postgres"]
 
@@ -120,6 +122,20 @@ async def live_server(
                 yield LiveServer(app, url, client)
             finally:
                 stop.set()
+
+
+@asynccontextmanager
+async def scripted_root_server(
+    tmp_path: Path, executor: ScriptedExecutor, **app_kwargs: Any
+) -> AsyncIterator[LiveServer]:
+    """``executor`` at the root with the test card, its count of executions zeroed, served."""
+    executor.executions = 0
+
+    def mount(app: A2AApp) -> None:
+        app.mount("", card=make_card(), executor=executor)
+
+    async with live_server(tmp_path, mount, **app_kwargs) as live:
+        yield live
 
 
 def user_message(text: str, **fields: Any) -> dict[str, Any]:

@@ -12,10 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from a2a_trio import A2AApp
-
 from .agents import ScriptedExecutor
-from .conftest import LiveServer, live_server, make_card
+from .conftest import LiveServer, scripted_root_server
 
 EXECUTOR = ScriptedExecutor()
 MESSAGE = '{"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "echo hi"}]}'
@@ -25,14 +23,9 @@ MESSAGE_V0_3 = (
 )
 
 
-def mount(app: A2AApp) -> None:
-    app.mount("", card=make_card(), executor=EXECUTOR)
-
-
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[LiveServer]:
-    EXECUTOR.executions = 0
-    async with live_server(tmp_path, mount) as live:
+    async with scripted_root_server(tmp_path, EXECUTOR) as live:
         yield live
 
 

@@ -13,22 +13,15 @@ from typing import Any
 
 import pytest
 
-from a2a_trio import A2AApp
-
 from .agents import ScriptedExecutor
-from .conftest import LiveServer, live_server, make_card, user_message
+from .conftest import LiveServer, scripted_root_server, user_message
 
 EXECUTOR = ScriptedExecutor()
 
 
-def mount(app: A2AApp) -> None:
-    app.mount("", card=make_card(), executor=EXECUTOR)
-
-
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[LiveServer]:
-    EXECUTOR.executions = 0
-    async with live_server(tmp_path, mount) as live:
+    async with scripted_root_server(tmp_path, EXECUTOR) as live:
         yield live
 
 

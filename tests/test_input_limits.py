@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from a2a_trio import A2AApp, HostSettings, Limits
+from a2a_trio import HostSettings, Limits
 
 from .agents import ScriptedExecutor
-from .conftest import LiveServer, live_server, make_card, user_message
+from .conftest import LiveServer, scripted_root_server, user_message
 
 EXECUTOR = ScriptedExecutor()
 
@@ -30,14 +30,9 @@ def nested(levels: int) -> Any:
     return value
 
 
-def mount(app: A2AApp) -> None:
-    app.mount("", card=make_card(), executor=EXECUTOR)
-
-
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[LiveServer]:
-    EXECUTOR.executions = 0
-    async with live_server(tmp_path, mount) as live:
+    async with scripted_root_server(tmp_path, EXECUTOR) as live:
         yield live
 
 
@@ -205,7 +200,7 @@ async def test_a_message_over_the_part_limit_is_invalid_params(server: LiveServe
 
 async def test_the_limits_are_settable(tmp_path: Path) -> None:
     settings = HostSettings(limits=Limits(json_depth=4, json_items=10, parts=2))
-    async with live_server(tmp_path, mount, host_settings=settings) as server:
+    async with scripted_root_server(tmp_path, EXECUTOR, host_settings=settings) as server:
         body = await post_jsonrpc(server, send_body(user_message("echo", metadata=nested(4))))
         assert "result" in body
         body = await post_jsonrpc(server, send_body(user_message("echo", metadata=nested(5))))
