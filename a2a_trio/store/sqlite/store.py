@@ -23,17 +23,17 @@ import sqlite_utils
 import trio
 from cryptography.fernet import Fernet
 
-from .._locks import held
-from ..protocol import Message, TaskPushNotificationConfig, TaskState, utcnow
-from ..protocol.limits import Limits
-from ..protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
-from . import browse, queries
-from .base import Store
-from .browse import OutboxSummary, SummaryPage, TimelineEntry
-from .history import HISTORY_KINDS, FetchRows, read_history
-from .lock import ServingLock
-from .outbox_caps import cap_parameters, cap_statement
-from .records import (
+from ..._locks import held
+from ...protocol import Message, TaskPushNotificationConfig, TaskState, utcnow
+from ...protocol.limits import Limits
+from ...protocol.versions import LEGACY_VERSION, PROTOCOL_VERSION
+from .. import browse, queries
+from ..base import Store
+from ..browse import OutboxSummary, SummaryPage, TimelineEntry
+from ..history import HISTORY_KINDS, FetchRows, read_history
+from ..lock import ServingLock
+from ..outbox_caps import cap_parameters, cap_statement
+from ..records import (
     STREAMED_KINDS,
     Delivery,
     Lane,
@@ -49,10 +49,10 @@ from .records import (
     read_task,
     read_task_page,
 )
-from .rounds import Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
-from .schema import SCHEMA_VERSION, migrate
-from .secrets import SecretBox, development_key
-from .space import StorageCondition, is_disk_full
+from ..rounds import Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
+from ..schema import SCHEMA_VERSION, migrate
+from ..secrets import SecretBox, development_key
+from ..space import StorageCondition, is_disk_full
 
 __all__ = ["SqliteStore"]
 

@@ -1,0 +1,11 @@
+"""SQLite through the standard library's :mod:`sqlite3`, the embedded default.
+
+The store (``SqliteStore``, an implementation of :class:`a2a_trio.store.Store`);
+docs/storage.md describes the schema.
+"""
+
+from __future__ import annotations
+
+from .store import SqliteStore
+
+__all__ = ["SqliteStore"]
