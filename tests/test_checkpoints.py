@@ -43,10 +43,10 @@ async def test_commits_leave_checkpoints_to_the_worker_thread(tmp_path: Path) ->
         await _write_tasks(store, 300)  # ~6 MB: past the 1,000 pages SQLite would checkpoint at
         # Nothing was copied by the commits themselves ...
         assert (tmp_path / "wal.db-wal").stat().st_size > 4_000_000
-        assert store._checkpointer is None
+        assert not store.database.checkpointing
         # ... the checkpointer copies it on its thread within its interval.
         await trio.sleep(1.0)
-        assert store._checkpointer is not None
+        assert store.database.checkpointing
         assert _wal_frames_left(tmp_path / "wal.db") == 0
         nursery.cancel_scope.cancel()
     assert _autocheckpoint(store) == 1000
