@@ -1,4 +1,4 @@
-"""The one storage interface: what the runtime, the push worker and the CLI ask of a store.
+"""The storage interface: what the runtime, the push worker and the CLI ask of a store.
 
 Two backends implement it: :class:`~a2a_trio.store.sqlite.SqliteStore`, the
 embedded default, and :class:`~a2a_trio.store.postgres.PostgresStore`. Every
@@ -7,16 +7,23 @@ leaving the trio thread (a commit in WAL mode costs microseconds, less than
 a thread hop), PostgreSQL from a worker thread on a pooled connection, one
 hop per call.
 
+The interface comes in rooms, one protocol each, so that a caller names only
+what it uses: :class:`Lifetime` (open, check, close), :class:`TaskLog` (tasks
+and their log), :class:`Receipts` (messages that may be retried),
+:class:`PushConfigs` (webhook configs), :class:`Outbox` (notifications to
+deliver), :class:`Browse` (the operator console) and :class:`Pruning`.
+:class:`Store` is all of them: what a backend implements.
+
 The rule both keep: an event is committed before anyone sees it. The
 recorder works out a round's writes as data (:mod:`.rounds`) and publishes
-them only after :meth:`Store.record` has returned.
+them only after :meth:`TaskLog.record` has returned.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 from ..protocol import PROTOCOL_VERSION, Message, TaskPushNotificationConfig, TaskState
 from ..protocol.limits import Limits
@@ -27,23 +34,26 @@ from .records import Delivery, Lane, LoggedEvent, Notification, Receipt, StoredT
 from .rounds import Round, ShareOutcome
 from .space import StorageCondition
 
-__all__ = ["Store"]
+__all__ = [
+    "Browse",
+    "Lifetime",
+    "Outbox",
+    "Pruning",
+    "PushConfigs",
+    "Receipts",
+    "Store",
+    "TaskLog",
+]
 
 
-class Store(ABC):
-    """The durable state of every agent mounted on one database."""
+class Lifetime(Protocol):
+    """Opening, checking and closing the database, and what it is."""
 
     #: Where the database is, safe to log (no password).
     display: str
-    #: How many notifications may wait in the outbox per webhook and per task;
-    #: :meth:`record` stores the newer ones past a cap as dead letters (set
-    #: by the push dispatcher from its settings).
-    outbox_caps: OutboxCaps = OutboxCaps()
     #: Whether writes fail for lack of space (readiness reports it): a write
     #: refused so raises :class:`~a2a_trio.protocol.StorageFullError`.
     space: StorageCondition
-
-    # --- lifetime -----------------------------------------------------------------
 
     @abstractmethod
     async def open(self, *, exclusive: bool = False) -> None:
@@ -75,7 +85,9 @@ class Store(ABC):
         """
         return None
 
-    # --- tasks and their log ------------------------------------------------------------
+
+class TaskLog(Protocol):
+    """Tasks and their append-only log: recorded in rounds, read back by task or page."""
 
     @abstractmethod
     async def record(self, round: Round) -> list[ShareOutcome]:
@@ -87,7 +99,7 @@ class Store(ABC):
         its outcome holds the error. If the transaction itself fails, nothing
         is stored and the error is raised. With ``round.push``, each streamed
         event is queued for every webhook config of its task in the same
-        transaction, within :attr:`outbox_caps`.
+        transaction, within :attr:`Outbox.outbox_caps`.
         """
 
     @abstractmethod
@@ -146,19 +158,12 @@ class Store(ABC):
     async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
         """Tasks left SUBMITTED or WORKING: work that had a running executor."""
 
-    @abstractmethod
-    async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
-        """Delete finished tasks last updated before ``older_than``, with everything of theirs.
 
-        Message receipts go by their own age: every receipt stored before
-        ``older_than``, whatever became of its task. Returns how many tasks,
-        events, push configs, notifications, delivery attempts and message
-        receipts went (or would go, with ``dry_run``), under the keys
-        ``tasks``, ``events``, ``push_configs``, ``notifications``,
-        ``attempts`` and ``receipts``.
-        """
+class Receipts(Protocol):
+    """What each message started, so that a retried message is answered, not run again.
 
-    # --- message receipts (retries, spec 3.3.1) ----------------------------------------
+    Receipts are written with their round (:meth:`TaskLog.record`); spec 3.3.1.
+    """
 
     @abstractmethod
     async def remembered_messages(self, agent: str, since: datetime) -> list[tuple[str, str]]:
@@ -172,9 +177,11 @@ class Store(ABC):
 
     @abstractmethod
     async def forget_message(self, agent: str, owner: str, message_id: str, digest: str) -> None:
-        """Drop the receipt stored for the message (receipts are written by :meth:`record`)."""
+        """Drop the receipt stored for the message (:meth:`TaskLog.record` writes them)."""
 
-    # --- push notification configs ---------------------------------------------------
+
+class PushConfigs(Protocol):
+    """The webhook configs of each task, their secrets sealed."""
 
     @abstractmethod
     async def save_push_config(
@@ -209,7 +216,14 @@ class Store(ABC):
     ) -> bool:
         """Delete the owner's config; whether there was one."""
 
-    # --- push outbox --------------------------------------------------------------------
+
+class Outbox(Protocol):
+    """Webhook notifications queued with their rounds, in lanes, and each attempt made."""
+
+    #: How many notifications may wait in the outbox per webhook and per task;
+    #: :meth:`TaskLog.record` stores the newer ones past a cap as dead letters
+    #: (set by the push dispatcher from its settings).
+    outbox_caps: OutboxCaps = OutboxCaps()
 
     @abstractmethod
     async def pending_lanes(
@@ -248,7 +262,9 @@ class Store(ABC):
     ) -> list[Delivery]:
         """Notifications (oldest first) with every attempt made for each."""
 
-    # --- the operator console (a2a_trio.console) --------------------------------------
+
+class Browse(Protocol):
+    """What the operator console (:mod:`a2a_trio.console`) reads: every owner's tasks."""
 
     @abstractmethod
     async def browse_tasks(
@@ -261,7 +277,7 @@ class Store(ABC):
     ) -> SummaryPage:
         """Every owner's tasks (of ``agent``, in ``state``), most recently updated first.
 
-        Keyset-paged like :meth:`list_tasks`; summaries only, no snapshots.
+        Keyset-paged like :meth:`TaskLog.list_tasks`; summaries only, no snapshots.
         """
 
     @abstractmethod
@@ -289,3 +305,27 @@ class Store(ABC):
         limit: int = 50,
     ) -> list[Delivery]:
         """Notifications newest first (ids below ``before``), each with its attempts."""
+
+
+class Pruning(Protocol):
+    """Forgetting what finished long ago."""
+
+    @abstractmethod
+    async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
+        """Delete finished tasks last updated before ``older_than``, with everything of theirs.
+
+        Message receipts go by their own age: every receipt stored before
+        ``older_than``, whatever became of its task. Returns how many tasks,
+        events, push configs, notifications, delivery attempts and message
+        receipts went (or would go, with ``dry_run``), under the keys
+        ``tasks``, ``events``, ``push_configs``, ``notifications``,
+        ``attempts`` and ``receipts``.
+        """
+
+
+class Store(Lifetime, TaskLog, Receipts, PushConfigs, Outbox, Browse, Pruning, ABC):
+    """The durable state of every agent mounted on one database: every room above.
+
+    A backend subclasses it; a caller that uses one room names that room's
+    protocol instead.
+    """
