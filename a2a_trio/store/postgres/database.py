@@ -81,14 +81,24 @@ class Database:
         """Check that the database answers, then yield the pool; closes it on exit."""
         db = cls(location, settings or PoolSettings())
         try:
-            # Fail at start-up, not at the first request: hand the first connection
-            # to the pool.
-            db._idle.append((await db._connect(), trio.current_time()))
+            await db.prime()
             yield db
         finally:
-            for conn, _ in db._idle:
-                conn.close()
-            db._idle.clear()
+            db.close()
+
+    async def prime(self) -> None:
+        """Connect once, or raise why not; the connection waits in the pool for the first call.
+
+        :meth:`open` does it so that a database that does not answer fails the
+        start, not the first request.
+        """
+        self._idle.append((await self._connect(), trio.current_time()))
+
+    def close(self) -> None:
+        """Close every connection in the pool (at the end of :meth:`open`, when no call runs)."""
+        for conn, _ in self._idle:
+            conn.close()
+        self._idle.clear()
 
     async def run(self, work: Callable[[Connection], T]) -> T:
         """Run ``work(conn)`` in a worker thread inside one transaction.

@@ -22,7 +22,6 @@ from ...protocol.limits import Limits
 from .. import browse, queries
 from ..base import Store
 from ..browse import OutboxSummary, SummaryPage, TimelineEntry
-from ..history import HISTORY_KINDS, read_history
 from ..outbox_caps import cap_parameters, cap_statement
 from ..records import (
     STREAMED_KINDS,
@@ -44,10 +43,12 @@ from ..rounds import Round, ShareOutcome
 from ..secrets import SecretBox
 from ..space import StorageCondition
 from ..url import PostgresLocation
+from . import outbox, pruning, reading
 from .cluster import PostgresCoordination
 from .database import Connection, Database, PoolSettings
 from .keys import development_key
-from .recording import HISTORY_ROWS, RefusedShare, insert_push_config, write_round
+from .reading import EVENTS_AFTER, TASK
+from .recording import RefusedShare, insert_push_config, write_round
 from .schema import SCHEMA_VERSION, migrate, schema_version
 from .times import page_time, utc
 
@@ -171,7 +172,7 @@ class PostgresStore(Store):
     async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
         if _unstorable(agent, task_id):
             return None
-        row = await self._fetchone(_TASK, (agent, task_id))
+        row = await self._fetchone(TASK, (agent, task_id))
         if row is None or (owner is not None and row[0] != owner):
             return None
         return read_task(agent, task_id, row)
@@ -179,7 +180,7 @@ class PostgresStore(Store):
     async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
         if _unstorable(agent, task_id):
             return []
-        rows = await self._fetchall(_EVENTS_AFTER, (agent, task_id, seq, list(STREAMED_KINDS)))
+        rows = await self._fetchall(EVENTS_AFTER, (agent, task_id, seq, list(STREAMED_KINDS)))
         return [LoggedEvent(int(r[0]), r[1], r[2]) for r in rows]
 
     async def history(
@@ -193,15 +194,14 @@ class PostgresStore(Store):
     ) -> list[Message]:
         if _unstorable(agent, task_id):
             return []
-
-        def read(conn: Connection) -> list[Message]:
-            def fetch(below: int, limit: int) -> list[tuple[Any, ...]]:
-                rows = conn.execute(HISTORY_ROWS, (agent, task_id, below, kinds, limit))
-                return rows.fetchall()
-
-            return read_history(fetch, through, limits, length)
-
-        kinds = list(HISTORY_KINDS)
+        read = partial(
+            reading.history,
+            agent=agent,
+            task_id=task_id,
+            limits=limits,
+            length=length,
+            through=through,
+        )
         return await self._run(read)
 
     async def task_since(
@@ -209,20 +209,7 @@ class PostgresStore(Store):
     ) -> tuple[StoredTask | None, list[LoggedEvent]]:
         if _unstorable(agent, task_id):
             return None, []
-
-        def read(conn: Connection) -> tuple[StoredTask | None, list[LoggedEvent]]:
-            # Two statements, one thread hop: the task, then the events (read
-            # committed: each statement sees what was committed when it began).
-            row = conn.execute(_TASK, (agent, task_id)).fetchone()
-            if row is None:
-                return None, []
-            events = conn.execute(
-                _EVENTS_AFTER, (agent, task_id, seq, list(STREAMED_KINDS))
-            ).fetchall()
-            logged = [LoggedEvent(int(r[0]), r[1], r[2]) for r in events]
-            return read_task(agent, task_id, row), logged
-
-        return await self._run(read)
+        return await self._run(partial(reading.task_since, agent=agent, task_id=task_id, seq=seq))
 
     async def list_tasks(
         self,
@@ -248,17 +235,9 @@ class PostgresStore(Store):
         if cursor is not None:
             page_where += " AND (updated_at, id) < (%s, %s)"
             page_args += [cursor[0], cursor[1]]
-
-        def read(conn: Connection) -> tuple[int, list[tuple[Any, ...]]]:
-            count = conn.execute(f"SELECT count(*) FROM tasks WHERE {filters}", args).fetchone()
-            rows = conn.execute(
-                "SELECT id, updated_at, snapshot::text, context_id, state FROM tasks"
-                f" WHERE {page_where} ORDER BY updated_at DESC, id DESC LIMIT %s",
-                [*page_args, page_size + 1],
-            ).fetchall()
-            return (int(count[0]) if count else 0), rows
-
-        total, rows = await self._run(read)
+        total, rows = await self._run(
+            lambda conn: reading.task_page(conn, filters, args, page_where, page_args, page_size)
+        )
         return read_task_page(rows, page_size, total, order_key)
 
     async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
@@ -272,10 +251,9 @@ class PostgresStore(Store):
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
         cutoff = utc(older_than)
-        query = _PRUNE_COUNT if dry_run else _PRUNE
-        row = await self._fetchone(query, {"cutoff": cutoff, "finals": queries.FINAL_STATES})
-        assert row is not None
-        return dict(zip(_PRUNED, (int(count) for count in row), strict=True))
+        if dry_run:
+            return await self._run(partial(pruning.count, cutoff=cutoff))
+        return await self._run(partial(pruning.delete, cutoff=cutoff))
 
     # --- message receipts (retries, spec 3.3.1) ----------------------------------------
 
@@ -386,22 +364,16 @@ class PostgresStore(Store):
         duration_ms: float,
         next_attempt_at: float = 0.0,
     ) -> None:
-        attempt = notification.attempts + 1
-        state = "pending" if outcome == "retry" else outcome
-
-        def work(conn: Connection) -> None:
-            conn.execute(
-                "INSERT INTO push_attempts (outbox_id, attempt, at, status, error, duration_ms)"
-                " VALUES (%s, %s, now(), %s, %s, %s)",
-                (notification.id, attempt, status, error, duration_ms),
-            )
-            conn.execute(
-                "UPDATE push_outbox SET state = %s, attempts = %s, next_attempt_at = %s,"
-                " last_error = %s, updated_at = now() WHERE id = %s",
-                (state, attempt, next_attempt_at, error, notification.id),
-            )
-
-        await self._run(work)
+        attempt = partial(
+            outbox.record_attempt,
+            notification=notification,
+            outcome=outcome,
+            status=status,
+            error=error,
+            duration_ms=duration_ms,
+            next_attempt_at=next_attempt_at,
+        )
+        await self._run(attempt)
 
     async def abandon_notification(self, notification: Notification, reason: str) -> None:
         await self._execute(
@@ -425,15 +397,7 @@ class PostgresStore(Store):
 
     async def _read_deliveries(self, query: str, args: Any) -> list[Delivery]:
         """The outbox rows ``query`` selects, each with its attempts (one connection)."""
-
-        def read(conn: Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-            rows = conn.execute(query, args).fetchall()
-            attempts = conn.execute(
-                queries.attempts("= ANY(%s::bigint[])"), ([row[0] for row in rows],)
-            ).fetchall()
-            return rows, attempts
-
-        rows, attempts = await self._run(read)
+        rows, attempts = await self._run(partial(outbox.delivery_rows, query=query, args=args))
         return read_deliveries(rows, attempts, order_key)
 
     # --- the operator console ----------------------------------------------------------
@@ -503,60 +467,3 @@ def _unstorable(*keys: str) -> bool:
     would refuse the parameter).
     """
     return any("\0" in key for key in keys)
-
-
-_TASK = (
-    "SELECT owner, snapshot::text, last_seq, context_id, state FROM tasks"
-    " WHERE agent = %s AND id = %s"
-)
-_EVENTS_AFTER = (
-    "SELECT seq, kind, payload::text FROM task_events WHERE agent = %s AND task_id = %s"
-    " AND seq > %s AND kind = ANY(%s::text[]) ORDER BY seq"
-)
-
-#: What prune counts, in the order its queries return them.
-_PRUNED = ("tasks", "events", "push_configs", "notifications", "attempts", "receipts")
-
-_DOOMED = "SELECT agent, id FROM tasks WHERE updated_at < %(cutoff)s AND state = ANY(%(finals)s)"
-
-_PRUNE_COUNT = f"""
-    WITH doomed AS ({_DOOMED}),
-    outbox AS (SELECT id FROM push_outbox WHERE (agent, task_id) IN (SELECT * FROM doomed))
-    SELECT
-        (SELECT count(*) FROM doomed),
-        (SELECT count(*) FROM task_events WHERE (agent, task_id) IN (SELECT * FROM doomed)),
-        (SELECT count(*) FROM push_configs WHERE (agent, task_id) IN (SELECT * FROM doomed)),
-        (SELECT count(*) FROM outbox),
-        (SELECT count(*) FROM push_attempts WHERE outbox_id IN (SELECT id FROM outbox)),
-        (SELECT count(*) FROM message_receipts WHERE created_at < %(cutoff)s)
-"""
-
-# One statement, one snapshot: the counts are exactly the rows deleted.
-_PRUNE = """
-    WITH doomed AS (
-        DELETE FROM tasks WHERE updated_at < %(cutoff)s AND state = ANY(%(finals)s)
-        RETURNING agent, id
-    ),
-    events AS (
-        DELETE FROM task_events WHERE (agent, task_id) IN (SELECT * FROM doomed) RETURNING 1
-    ),
-    configs AS (
-        DELETE FROM push_configs WHERE (agent, task_id) IN (SELECT * FROM doomed) RETURNING 1
-    ),
-    outbox AS (
-        DELETE FROM push_outbox WHERE (agent, task_id) IN (SELECT * FROM doomed) RETURNING id
-    ),
-    attempts AS (
-        DELETE FROM push_attempts WHERE outbox_id IN (SELECT id FROM outbox) RETURNING 1
-    ),
-    receipts AS (
-        DELETE FROM message_receipts WHERE created_at < %(cutoff)s RETURNING 1
-    )
-    SELECT
-        (SELECT count(*) FROM doomed),
-        (SELECT count(*) FROM events),
-        (SELECT count(*) FROM configs),
-        (SELECT count(*) FROM outbox),
-        (SELECT count(*) FROM attempts),
-        (SELECT count(*) FROM receipts)
-"""

@@ -47,6 +47,7 @@ from ..records import (
 from ..rounds import Round, ShareOutcome
 from ..secrets import SecretBox
 from ..space import StorageCondition
+from . import pruning
 from .database import Database, Synchronous
 from .recording import history_rows, insert_push_config, round_chars, write_round
 
@@ -256,41 +257,11 @@ class SqliteStore(Store):
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
         cutoff = order_key(older_than)
-        doomed = "SELECT agent, id FROM tasks WHERE updated_at < ? AND state IN (?, ?, ?, ?)"
-        args = (cutoff, *queries.FINAL_STATES)
-        counts: dict[str, int] = {}
-        counting = {
-            "tasks": f"SELECT count(*) FROM ({doomed})",
-            "events": f"SELECT count(*) FROM task_events WHERE (agent, task_id) IN ({doomed})",
-            "push_configs": "SELECT count(*) FROM push_configs WHERE (agent, task_id) IN "
-            f"({doomed})",
-            "notifications": "SELECT count(*) FROM push_outbox WHERE (agent, task_id) IN "
-            f"({doomed})",
-            "attempts": "SELECT count(*) FROM push_attempts WHERE outbox_id IN (SELECT id FROM"
-            f" push_outbox WHERE (agent, task_id) IN ({doomed}))",
-        }
-        for name, query in counting.items():
-            counts[name] = int(self._reads.execute(query, args).fetchone()[0])
-        receipts = "FROM message_receipts WHERE created_at < ?"
-        counts["receipts"] = int(
-            self._reads.execute(f"SELECT count(*) {receipts}", (cutoff,)).fetchone()[0]
-        )
+        counts = pruning.count(self._reads, cutoff)
         if dry_run or not any(counts.values()):
             return counts
         async with self._transaction() as conn:
-            conn.execute(f"DELETE {receipts}", (cutoff,))
-            conn.execute(
-                "DELETE FROM push_attempts WHERE outbox_id IN (SELECT id FROM push_outbox"
-                f" WHERE (agent, task_id) IN ({doomed}))",
-                args,
-            )
-            for table, column in (
-                ("push_outbox", "task_id"),
-                ("push_configs", "task_id"),
-                ("task_events", "task_id"),
-            ):
-                conn.execute(f"DELETE FROM {table} WHERE (agent, {column}) IN ({doomed})", args)
-            conn.execute(f"DELETE FROM tasks WHERE (agent, id) IN ({doomed})", args)
+            pruning.delete(conn, cutoff)
         return counts
 
     # --- push notification configs -----------------------------------------

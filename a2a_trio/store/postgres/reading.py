@@ -1,0 +1,82 @@
+"""Reads of a task and its log on PostgreSQL that take more than one statement.
+
+Each is a plain function of a connection, run by
+:meth:`~a2a_trio.store.postgres.Database.run` in a worker thread: one thread
+hop, however many statements it takes. :class:`~.store.PostgresStore` runs
+them; its one-statement reads use :data:`TASK` and :data:`EVENTS_AFTER` directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol import Message
+from ...protocol.limits import Limits
+from ..history import HISTORY_KINDS, read_history
+from ..records import STREAMED_KINDS, LoggedEvent, StoredTask, read_task
+from .database import Connection, Params
+from .recording import HISTORY_ROWS
+
+__all__ = ["EVENTS_AFTER", "TASK", "history", "task_page", "task_since"]
+
+#: The task's row as :func:`~a2a_trio.store.records.read_task` reads it.
+TASK = (
+    "SELECT owner, snapshot::text, last_seq, context_id, state FROM tasks"
+    " WHERE agent = %s AND id = %s"
+)
+#: The task's streamed events after a sequence number, in order.
+EVENTS_AFTER = (
+    "SELECT seq, kind, payload::text FROM task_events WHERE agent = %s AND task_id = %s"
+    " AND seq > %s AND kind = ANY(%s::text[]) ORDER BY seq"
+)
+
+
+def history(
+    conn: Connection,
+    agent: str,
+    task_id: str,
+    *,
+    limits: Limits,
+    length: int | None,
+    through: int | None,
+) -> list[Message]:
+    """The task's history through event ``through``, read page by page from its log."""
+    kinds = list(HISTORY_KINDS)
+
+    def fetch(below: int, limit: int) -> list[tuple[Any, ...]]:
+        return conn.execute(HISTORY_ROWS, (agent, task_id, below, kinds, limit)).fetchall()
+
+    return read_history(fetch, through, limits, length)
+
+
+def task_since(
+    conn: Connection, agent: str, task_id: str, seq: int
+) -> tuple[StoredTask | None, list[LoggedEvent]]:
+    """The task, then its streamed events above ``seq``.
+
+    Two statements, one thread hop: read committed, each statement sees what
+    was committed when it began (so the events may run past the task's row).
+    """
+    row = conn.execute(TASK, (agent, task_id)).fetchone()
+    if row is None:
+        return None, []
+    events = conn.execute(EVENTS_AFTER, (agent, task_id, seq, list(STREAMED_KINDS))).fetchall()
+    logged = [LoggedEvent(int(r[0]), r[1], r[2]) for r in events]
+    return read_task(agent, task_id, row), logged
+
+
+def task_page(
+    conn: Connection, filters: str, args: Params, page: str, page_args: Params, size: int
+) -> tuple[int, list[tuple[Any, ...]]]:
+    """How many tasks match ``filters``, and the rows of one page (``page``: its filter).
+
+    The rows are at most ``size + 1``, most recently updated first: one past
+    the page says that another follows.
+    """
+    count = conn.execute(f"SELECT count(*) FROM tasks WHERE {filters}", args).fetchone()
+    rows = conn.execute(
+        "SELECT id, updated_at, snapshot::text, context_id, state FROM tasks"
+        f" WHERE {page} ORDER BY updated_at DESC, id DESC LIMIT %s",
+        [*page_args, size + 1],
+    ).fetchall()
+    return (int(count[0]) if count else 0), rows
