@@ -46,9 +46,10 @@ PRIVATE = [
     "a2a_trio.protocol",
     "a2a_trio.push",
     "a2a_trio.server",
+    "a2a_trio.store",
 ]
 #: Packages whose every module is at most 500 lines.
-SHORT = ["a2a_trio.adapters", "a2a_trio.cli", "a2a_trio.config", "a2a_trio.push"]
+SHORT = ["a2a_trio.adapters", "a2a_trio.cli", "a2a_trio.config", "a2a_trio.push", "a2a_trio.store"]
 
 
 @pytest.mark.parametrize("package", ACYCLIC)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..store import Delivery, Store
+from ..store import Delivery, PushConfigs
 from ..store.fleet import MemberView
 
 if TYPE_CHECKING:
@@ -95,7 +95,9 @@ def _share(member: MemberView, stats: dict[str, float]) -> dict[str, Any]:
     return share
 
 
-async def webhook_hosts(store: Store, deliveries: Iterable[Delivery]) -> dict[int, str | None]:
+async def webhook_hosts(
+    store: PushConfigs, deliveries: Iterable[Delivery]
+) -> dict[int, str | None]:
     """The host of each delivery's webhook (None: its config is gone)."""
     hosts: dict[int, str | None] = {}
     configs: dict[tuple[str, str, str], str | None] = {}

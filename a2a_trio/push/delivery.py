@@ -17,20 +17,22 @@ import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Protocol
 
 import httpx
 import trio
 
 from .._http import CLIENT_LIMITS
 from ..protocol import StorageFullError
-from ..store import Lane, Notification, Store
+from ..store import Lane, Notification, Outbox, PushConfigs
+from ..store.coordination import Coordination
 from ..store.observer import NO_OBSERVER, Observer
 from ..store.outbox_caps import OutboxCaps
 from .hosts import Host, HostGate
 from .policy import Decision, PushSettings, decide
 from .screening import AddressScreen, ScreenedTarget, WebhookRefused
 
-__all__ = ["PushDispatcher"]
+__all__ = ["DeliveryStore", "PushDispatcher"]
 
 log = logging.getLogger("a2a_trio.push")
 
@@ -93,12 +95,24 @@ class _Clients:
         self._clients.clear()
 
 
+class DeliveryStore(Outbox, PushConfigs, Protocol):
+    """What the dispatcher asks of a store (every :class:`~a2a_trio.store.Store` has it).
+
+    The outbox, the configs its lanes deliver to, and how several processes
+    share the lanes.
+    """
+
+    @property
+    def coordination(self) -> Coordination | None:
+        """See :attr:`a2a_trio.store.Lifetime.coordination`."""
+
+
 class PushDispatcher:
     """Delivers the outbox of one database. Run it in a nursery with :meth:`run`."""
 
     def __init__(
         self,
-        store: Store,
+        store: DeliveryStore,
         settings: PushSettings | None = None,
         *,
         screen: AddressScreen | None = None,

@@ -1,12 +1,14 @@
 """Durable state: tasks, the event log, push configs and the outbox.
 
-One interface (:class:`Store`) with two backends: SQLite, the embedded
-default (:class:`SqliteStore`), and PostgreSQL (:mod:`.postgres`).
+One interface (:class:`Store`, the union of a protocol per room: :class:`TaskLog`,
+:class:`Receipts`, :class:`PushConfigs`, :class:`Outbox`, :class:`Browse`,
+:class:`Pruning`, :class:`Lifetime`) with two backends: SQLite, the embedded
+default (:class:`SqliteStore`, :mod:`.sqlite`), and PostgreSQL (:mod:`.postgres`).
 """
 
 from __future__ import annotations
 
-from .base import Store
+from .base import Browse, Lifetime, Outbox, Pruning, PushConfigs, Receipts, Store, TaskLog
 from .checkpoints import checkpoint_periodically
 from .lock import DatabaseInUseError
 from .outage import StoreUnreachable
@@ -27,16 +29,22 @@ from .sqlite import SqliteStore
 
 __all__ = [
     "Attempt",
+    "Browse",
     "DatabaseInUseError",
     "Delivery",
     "EventKind",
     "EventWrite",
     "Lane",
+    "Lifetime",
     "LoggedEvent",
     "NewTask",
     "Notification",
+    "Outbox",
+    "Pruning",
+    "PushConfigs",
     "Receipt",
     "ReceiptWrite",
+    "Receipts",
     "Round",
     "SecretBox",
     "SecretKeyError",
@@ -47,6 +55,7 @@ __all__ = [
     "Store",
     "StoreUnreachable",
     "StoredTask",
+    "TaskLog",
     "TaskPage",
     "checkpoint_periodically",
 ]
