@@ -288,7 +288,7 @@ async def test_an_executor_ignoring_cancel_is_stopped_once_its_task_is_canceled(
         assert canceled.status.state is TaskState.CANCELED
         # Stopped at once, not when the 5 s cancel grace runs out.
         await trio.sleep(0.01)
-        assert not host._executions.running
+        assert not host.executions.running
         assert (await states_of(host, task.id))[-1] == "TASK_STATE_CANCELED"
 
 
