@@ -1,8 +1,8 @@
-"""Executions: runs of an agent's executor in the host nursery, and the tasks they hold.
+"""Executions: runs of an agent's executor (and of its cancel) in the host nursery.
 
 Each execution (or cancel) runs under its own cancel scope in the host's
-nursery; what it enqueues goes to the recorder through its queue. A task
-is live, with a feed, while an execution, a waiter or a stream holds it.
+nursery, holding its task (see ``state.LiveTasks``) until it is done; what
+it enqueues goes to the recorder through its queue.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from ..protocol import (
     TaskState,
     UnsupportedOperationError,
 )
-from ..store import Share, StoredTask
+from ..store import StoredTask
 from .cluster import new_token
 from .endings import CANCELED_BY_CLIENT, STORE_FAILED, Ending, PendingEndings, ending_of
 from .executor import AgentEvent, AgentExecutor, EventQueue, Principal, RequestContext
 from .recorder import Recorder
 from .retries import Retries
-from .state import ABANDONED, Entry, Execution, HostState, LiveTask
+from .state import ABANDONED, Entry, Execution, HostState, LiveTask, TurnMessage
 
 __all__ = ["ExecutionQueue", "Executions"]
 
@@ -256,8 +256,20 @@ class Executions:
         return True
 
     async def _resume(self, live: LiveTask, execution: Execution) -> bool:
-        """Start a continuation: re-check the task and add the message to its history."""
-        stored = await self.store.get_task(self.name, live.task_id, owner=None)
+        """Start a continuation: re-check the task and add the message to its history.
+
+        The task is read again only if its request's read may be stale: another
+        process may write it, or this one has since (its live task's feed moved).
+        The message is written by the recorder's next round, shared with other
+        tasks' events, and stored before the executor starts.
+        """
+        stored = execution.read
+        if (
+            stored is None
+            or self.state.cluster is not None
+            or live.feed.current_seq != stored.last_seq
+        ):
+            stored = await self.store.get_task(self.name, live.task_id, owner=None)
         assert stored is not None
         if stored.state.is_final:
             execution.error = UnsupportedOperationError(
@@ -269,18 +281,12 @@ class Executions:
         live.feed.reset(stored.task, stored.last_seq)
         message = execution.context.message
         assert message is not None
-
-        def add_message(share: Share) -> None:
-            # The message joins the history in the log; the task is as it was.
-            self._recorder.append(
-                live, share, stored.task, "message", message.to_json(), None, [message]
-            )
-            self._recorder.remember(
-                share, execution, task_id=live.task_id, seq=live.feed.current_seq
-            )
-
         if not execution.restart:  # a restart's message is in the log already
-            await self._recorder.write(live, add_message)
+            turn = TurnMessage(message, message.to_json())
+            await self._inbox.send((live, execution, turn))
+            await turn.written.wait()
+            if execution.recording_error is not None:
+                raise execution.recording_error
         execution.start_seq = live.feed.last_seq
         execution.start_snapshot = live.feed.current
         execution.may_resume = stored.state.is_interrupted

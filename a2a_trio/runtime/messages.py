@@ -35,7 +35,7 @@ from .operations import Operations
 from .queued import QueuedExecutions
 from .recorder import Recorder
 from .retries import Retries
-from .state import Execution, HostState, LiveTask, RetryKey
+from .state import Execution, HostState, LiveTask, RetryKey, TaskRead
 from .streams import TaskEventStream
 
 __all__ = ["CREDENTIALS_KEY", "Messages", "new_id"]
@@ -119,6 +119,24 @@ class Messages:
             joined = self._retries.join(retry_key, message)
             if joined is not None:
                 return joined
+        # A continuation's task is read once, here, while nothing writes it meanwhile.
+        read = self.state.live.reading(message.task_id) if message.task_id else None
+        try:
+            return await self._start(request, caller, extensions, retry_key, protocol, read)
+        finally:
+            if read is not None:
+                self.state.live.read_done(read)
+
+    async def _start(
+        self,
+        request: SendMessageRequest,
+        caller: Principal,
+        extensions: frozenset[str],
+        retry_key: RetryKey | None,
+        protocol: str,
+        read: TaskRead | None,
+    ) -> tuple[LiveTask, Execution]:
+        message = request.message
         stored: StoredTask | None = None
         if message.task_id:
             stored = await self._operations.owned(message.task_id, caller)
@@ -162,6 +180,9 @@ class Messages:
             retry_key=retry_key,
             retry_message=request.message if retry_key is not None else None,
             protocol=protocol,
+            # Still the task as it is (nothing here wrote it since): from now
+            # on its live task, held, sees every write (see Executions._resume).
+            read=stored if read is not None and not read.moved else None,
         )
         live = self.state.live.acquire(task_id, stored, written_here=not self.runs_elsewhere)
         try:

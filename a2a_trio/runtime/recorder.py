@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import trio
 
 from .._locks import held
-from ..protocol import IllegalTransition, Message, StorageFullError, StreamResponse, Task, TaskState
+from ..protocol import IllegalTransition, StorageFullError, TaskState
 from ..store import ReceiptWrite, Round, Share, ShareOutcome
 from .executor import AgentEvent
 from .retries import Retries
-from .state import Entry, Execution, HostState, LiveTask
+from .state import Entry, Execution, HostState, LiveTask, TurnMessage
 from .writes import EventRefused, TaskWrites
 
 __all__ = ["Recorder"]
@@ -29,6 +29,9 @@ __all__ = ["Recorder"]
 log = logging.getLogger("a2a_trio.runtime")
 
 T = TypeVar("T")
+
+#: One entry of a round, by task: an execution's event, or a continuation's message.
+_Item = tuple[Execution, AgentEvent | TurnMessage]
 
 #: The outcome of a share that wrote nothing.
 _NOTHING = ShareOutcome()
@@ -91,20 +94,24 @@ class Recorder:
             return await write(*args)
 
     async def _record_round(self, entries: list[Entry]) -> None:
-        by_task: dict[LiveTask, list[tuple[Execution, AgentEvent]]] = {}
+        by_task: dict[LiveTask, list[_Item]] = {}
         ended: list[Execution] = []
+        turns: list[TurnMessage] = []
         for live, execution, event in entries:
             if event is None:
                 ended.append(execution)
             else:
                 by_task.setdefault(live, []).append((execution, event))
-        shares: list[
-            tuple[LiveTask, Share, list[tuple[Execution, AgentEvent]], list[Execution]]
-        ] = []
+        shares: list[tuple[LiveTask, Share, list[_Item], list[Execution]]] = []
         for live, items in by_task.items():
             share = Share(self.name, live.task_id)
             live.feed.hold()
             for execution, event in items:
+                if isinstance(event, TurnMessage):
+                    turns.append(event)
+                    if execution.recording_error is None:
+                        self._writes.turn(live, execution, event, share)
+                    continue
                 if execution.recording_error is not None:
                     continue
                 try:
@@ -150,6 +157,8 @@ class Recorder:
                 self._recording_failed(execution, outcome.error)
         for execution in ended:
             execution.recorded.set()
+        for turn in turns:
+            turn.written.set()
 
     @staticmethod
     def _recording_failed(execution: Execution, error: Exception) -> None:
@@ -158,25 +167,9 @@ class Recorder:
             execution.recording_error = error
         execution.cancel_scope.cancel()
 
-    def append(
-        self,
-        live: LiveTask,
-        share: Share,
-        snapshot: Task,
-        kind: Literal["status", "artifact", "message"],
-        payload: str,
-        response: StreamResponse | None,
-        messages: Sequence[Message] = (),
-    ) -> None:
-        """Add one event, with the task it makes, to the task's share (see :meth:`write`)."""
-        self._writes.append(live, share, snapshot, kind, payload, response, messages)
-
-    def remember(self, share: Share, execution: Execution, **receipt: Any) -> None:
-        """Note what the execution's message started (see :meth:`TaskWrites.remember`)."""
-        self._writes.remember(share, execution, **receipt)
-
     def _committed(self, live: LiveTask, notifications: int, settling: list[Execution]) -> None:
         """The task's share is stored: settle its waiters, then publish what it held."""
+        self._live.written(live.task_id)  # a read of it under way is stale now
         for execution in settling:
             execution.settle_first()
         if notifications and self.push is not None:
@@ -226,9 +219,9 @@ class Recorder:
             await live.feed.wakeup.wait()
 
     async def write(self, live: LiveTask, build: Callable[[Share], None]) -> None:
-        """Store one task's share outside the rounds (host endings, a continuation's message).
+        """Store one task's share outside the rounds (host-imposed endings).
 
-        ``build`` adds the writes (through :meth:`append`); they are published
+        ``build`` adds the writes (through :class:`TaskWrites`); they are published
         once stored. Raises what kept them from being stored (nothing is).
         """
         await self._locked(self._write, live, build)

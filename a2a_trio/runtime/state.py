@@ -42,6 +42,8 @@ __all__ = [
     "LiveTask",
     "LiveTasks",
     "RetryKey",
+    "TaskRead",
+    "TurnMessage",
     "not_cancelable",
 ]
 
@@ -96,6 +98,9 @@ class Execution:
     restart: bool = False
     #: Stopped to run again elsewhere: its task is not ended.
     handed_back: bool = False
+    #: A continuation: the task as its request read it, while nothing here has
+    #: written it since (see :meth:`LiveTasks.reading`); it is not read again.
+    read: StoredTask | None = None
 
     def settle_first(self) -> None:
         self.first.set()
@@ -135,8 +140,30 @@ class LiveTask:
         )
 
 
-#: What the recorder reads: an execution's event, or None once the execution ended.
-Entry = tuple[LiveTask, Execution, AgentEvent | None]
+@dataclass(eq=False)
+class TurnMessage:
+    """A continuation's message, written to its task's log by the recorder's next round.
+
+    ``written`` is set once that round is over: stored, unless the execution's
+    ``recording_error`` says why not.
+    """
+
+    message: Message
+    payload: str
+    written: trio.Event = field(default_factory=trio.Event)
+
+
+#: What the recorder reads: an execution's event (or a continuation's message),
+#: or None once the execution ended.
+Entry = tuple[LiveTask, Execution, AgentEvent | TurnMessage | None]
+
+
+@dataclass(eq=False)
+class TaskRead:
+    """A read of a stored task under way; ``moved`` once this process wrote the task since."""
+
+    task_id: str
+    moved: bool = False
 
 
 class LiveTasks:
@@ -152,6 +179,33 @@ class LiveTasks:
         #: Called with each stored task that becomes live (several processes:
         #: another may have moved it since it was read).
         self.attended: Callable[[LiveTask], None] | None = None
+        #: The reads under way (see :meth:`reading`), by task id.
+        self._reads: dict[str, list[TaskRead]] = {}
+
+    def reading(self, task_id: str) -> TaskRead:
+        """Note a read of the stored task, begun now; :meth:`read_done` when it is held.
+
+        The read's ``moved`` tells whether this process has written the task
+        since (:meth:`written`): if not, and no other process writes here, what
+        was read is the task as it is, even if its live task came and went meanwhile.
+        """
+        read = TaskRead(task_id)
+        self._reads.setdefault(task_id, []).append(read)
+        return read
+
+    def read_done(self, read: TaskRead) -> None:
+        """Stop noting writes for ``read``."""
+        reads = self._reads.get(read.task_id)
+        if reads is not None:
+            reads.remove(read)
+            if not reads:
+                del self._reads[read.task_id]
+
+    def written(self, task_id: str) -> None:
+        """This process has committed writes of the task: its reads under way are stale."""
+        if self._reads:
+            for read in self._reads.get(task_id, ()):
+                read.moved = True
 
     def acquire(
         self, task_id: str, stored: StoredTask | None, *, written_here: bool = False

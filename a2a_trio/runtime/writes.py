@@ -32,7 +32,7 @@ from ..protocol.tasks import apply_artifact, apply_status, kept_history
 from ..store import EventWrite, NewTask, Share
 from .executor import AgentEvent, new_agent_message
 from .retries import Retries
-from .state import Execution, HostState, LiveTask
+from .state import Execution, HostState, LiveTask, TurnMessage
 
 __all__ = ["EventRefused", "TaskWrites", "bound_config", "event_task_id"]
 
@@ -242,6 +242,13 @@ class TaskWrites:
         for artifact in artifacts:
             if changed is None or artifact.artifact_id == changed:
                 self._check_parts(artifact.parts, f"artifact {artifact.artifact_id!r}")
+
+    def turn(self, live: LiveTask, execution: Execution, turn: TurnMessage, share: Share) -> None:
+        """A continuation's message joins the history in the log; the task is as it was."""
+        snapshot = live.feed.current
+        assert snapshot is not None
+        self.append(live, share, snapshot, "message", turn.payload, None, [turn.message])
+        self.remember(share, execution, task_id=live.task_id, seq=live.feed.current_seq)
 
     def append(
         self,
