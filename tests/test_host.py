@@ -37,6 +37,7 @@ from a2a_trio.runtime import (
     RequestContext,
     TaskUpdater,
 )
+from a2a_trio.store import StoredTask
 from a2a_trio.store.factory import store_at
 
 from .agents import ScriptedExecutor
@@ -251,6 +252,67 @@ async def test_messages_to_one_task_run_one_after_another(
         assert executor.executions == 1
 
 
+def counted_reads(host: AgentHost) -> list[str | None]:
+    """The owner of every ``get_task`` of the host's store from now on (None: unscoped)."""
+    owners: list[str | None] = []
+    plain = host.store.get_task
+
+    async def get_task(agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
+        owners.append(owner)
+        return await plain(agent, task_id, owner=owner)
+
+    host.store.get_task = get_task  # type: ignore[method-assign]
+    return owners
+
+
+async def test_a_follow_up_turn_reads_its_task_once(database: str) -> None:
+    async with running_host(database) as host:
+        asked = await sent_task(host, "ask")
+        reads = counted_reads(host)
+        again = await sent_task(host, "ask again", task_id=asked.id)
+        assert again.status.state is TaskState.INPUT_REQUIRED
+        assert reads == ["alice"]  # the caller's read, scoped to its tasks; no second one
+
+
+async def test_a_follow_up_whose_read_another_overtook_continues_from_that_ones_end(
+    database: str,
+) -> None:
+    # The follow-up's read returns only after another follow-up ran to its
+    # pause and let go of the task: what it read is stale, so it reads again.
+    async with running_host(database) as host:
+        asked = await sent_task(host, "ask")
+        plain = host.store.get_task
+        read, overtaken = trio.Event(), trio.Event()
+
+        async def get_task(agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
+            stored = await plain(agent, task_id, owner=owner)
+            if owner is not None and not read.is_set():
+                read.set()
+                await overtaken.wait()
+            return stored
+
+        host.store.get_task = get_task  # type: ignore[method-assign]
+        answers: list[Task] = []
+
+        async def late() -> None:
+            answers.append(await sent_task(host, "ask second", task_id=asked.id))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(late)
+            await read.wait()
+            first = await sent_task(host, "ask first", task_id=asked.id)
+            assert first.status.state is TaskState.INPUT_REQUIRED
+            for execution in list(host.executions.running):  # it lets go of the task when done
+                await execution.done.wait()
+            assert not host.state.live.tasks
+            overtaken.set()
+        [second] = answers
+        assert second.status.state is TaskState.INPUT_REQUIRED
+        texts = [m.parts[0].text for m in second.history or []]
+        question = "What is your name?"
+        assert texts == ["ask", question, "ask first", question, "ask second", question]
+
+
 async def test_cancel_of_completed_task_is_not_cancelable(database: str) -> None:
     async with running_host(database) as host:
         task = await sent_task(host, "echo done")
@@ -288,7 +350,7 @@ async def test_an_executor_ignoring_cancel_is_stopped_once_its_task_is_canceled(
         assert canceled.status.state is TaskState.CANCELED
         # Stopped at once, not when the 5 s cancel grace runs out.
         await trio.sleep(0.01)
-        assert not host._executions.running
+        assert not host.executions.running
         assert (await states_of(host, task.id))[-1] == "TASK_STATE_CANCELED"
 
 

@@ -74,13 +74,13 @@ async def test_a_client_that_goes_away_ends_the_relay_but_not_the_task(
         with trio.fail_after(5):
             await response.send(send, receive)
         assert len(frames) == 1 and frames[0].startswith(b"id: ")
-        assert task.id in host._live.tasks  # still held by the running execution only
-        assert host._live.tasks[task.id].users == 1
+        assert task.id in host.state.live.tasks  # still held by the running execution only
+        assert host.state.live.tasks[task.id].users == 1
         executor.gate.release.set()
         await trio.sleep(1)
         stored = await host.store.get_task("test", task.id, owner=None)
         assert stored is not None and stored.state.is_final
-        assert task.id not in host._live.tasks
+        assert task.id not in host.state.live.tasks
 
 
 async def test_a_message_stream_holds_its_task_only_until_it_ends_or_its_client_leaves(
@@ -100,7 +100,7 @@ async def test_a_message_stream_holds_its_task_only_until_it_ends_or_its_client_
             collect, trio.sleep_forever
         )
         assert b"TASK_STATE_COMPLETED" in b"".join(frames)
-        assert host._live.tasks == {}
+        assert host.state.live.tasks == {}
 
         # A client that leaves mid-stream: only the running execution still holds the task.
         held = await host.stream_message(request("hold"), ALICE)
@@ -112,10 +112,10 @@ async def test_a_message_stream_holds_its_task_only_until_it_ends_or_its_client_
 
         with trio.fail_after(5):
             await _event_stream(held, lambda _, text: text, keepalive=15.0).send(collect, leave)
-        assert host._live.tasks[task_id].users == 1
+        assert host.state.live.tasks[task_id].users == 1
         executor.gate.release.set()
         await trio.sleep(1)
-        assert task_id not in host._live.tasks
+        assert task_id not in host.state.live.tasks
 
 
 async def test_a_connection_whose_stream_ended_is_closed_once_idle_like_any_other(

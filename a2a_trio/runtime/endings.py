@@ -18,7 +18,7 @@ import trio
 from ..protocol import StorageFullError, TaskState
 
 if TYPE_CHECKING:
-    from .executions import LiveTask
+    from .state import HostState, LiveTask
 
 __all__ = ["CANCELED_BY_CLIENT", "STORE_FAILED", "Ending", "PendingEndings", "ending_of"]
 
@@ -45,23 +45,21 @@ class PendingEndings:
 
     def __init__(
         self,
+        state: HostState,
         *,
-        name: str,
         end_now: Callable[[LiveTask, TaskState, str], Awaitable[None]],
         end: Callable[[str, Ending], Awaitable[object]],
         release: Callable[[str | None], None],
-        spawn_anyway: Callable[..., None],
-        stopping: trio.Event,
     ) -> None:
-        self.name = name
+        self.name = state.name
+        #: Where the retries run (the host nursery), and when it stops.
+        self._state = state
         #: Ends the live task unless it is final (creating it first, if need be).
         self._end_now = end_now
         #: Ends the stored task if it is still open (raises what the store raised).
         self._end = end
         #: Lets go of a task lease held meanwhile (several processes).
         self._release = release
-        self._spawn_anyway = spawn_anyway
-        self._stopping = stopping
         self._endings: dict[str, Ending] = {}
 
     async def end_now(self, live: LiveTask, ending: Ending, lease: str | None) -> bool:
@@ -86,7 +84,7 @@ class PendingEndings:
             self._release(lease)
             return
         self._endings[task_id] = ending
-        self._spawn_anyway(self._retry, task_id, lease)
+        self._state.finishing().start_soon(self._retry, task_id, lease)
 
     async def _retry(self, task_id: str, lease: str | None) -> None:
         """Try again with a growing pause until stored, or until the host shuts down.
@@ -98,9 +96,9 @@ class PendingEndings:
         pause = 0.25
         try:
             while True:
-                stopping = self._stopping.is_set()
+                stopping = self._state.stopping.is_set()
                 with trio.move_on_after(pause):
-                    await self._stopping.wait()
+                    await self._state.stopping.wait()
                 try:
                     await self._end(task_id, self._endings[task_id])
                 except Exception as error:

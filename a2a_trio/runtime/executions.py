@@ -1,8 +1,8 @@
-"""Executions: runs of an agent's executor in the host nursery, and the tasks they hold.
+"""Executions: runs of an agent's executor (and of its cancel) in the host nursery.
 
 Each execution (or cancel) runs under its own cancel scope in the host's
-nursery; what it enqueues goes to the recorder through its queue. A task
-is live, with a feed, while an execution, a waiter or a stream holds it.
+nursery, holding its task (see ``state.LiveTasks``) until it is done; what
+it enqueues goes to the recorder through its queue.
 """
 
 from __future__ import annotations
@@ -10,132 +10,30 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
 from .._locks import held
 from ..protocol import (
-    PROTOCOL_VERSION,
-    A2AError,
     InternalError,
     InvalidAgentResponseError,
     Message,
     StorageFullError,
     Task,
-    TaskNotCancelableError,
     TaskState,
     UnsupportedOperationError,
 )
-from ..store import Share, Store, StoredTask
-from ..store.observer import NO_OBSERVER, Observer
+from ..store import StoredTask
 from .cluster import new_token
 from .endings import CANCELED_BY_CLIENT, STORE_FAILED, Ending, PendingEndings, ending_of
-from .executor import AgentEvent, AgentExecutor, EventQueue, RequestContext
-from .feed import TaskFeed
-from .settings import HostSettings
+from .executor import AgentEvent, AgentExecutor, EventQueue, Principal, RequestContext
+from .recorder import Recorder
+from .retries import Retries
+from .state import ABANDONED, Entry, Execution, HostState, LiveTask, TurnMessage
 
-if TYPE_CHECKING:
-    from .cluster import Cluster
-    from .recorder import Recorder
-    from .retries import Retries
+__all__ = ["ExecutionQueue", "Executions"]
 
 log = logging.getLogger("a2a_trio.runtime")
-
-#: The status message of a task whose process stopped while running it.
-ABANDONED = "The server stopped while this task was running; it did not finish."
-
-#: Who sent a message, and its messageId (whether the content is the same
-#: is asked only of messages that share these).
-RetryKey = tuple[str, str]
-
-
-@dataclass(eq=False)
-class Execution:
-    """One run of ``execute`` (or ``cancel``) and what waiters need of it."""
-
-    context: RequestContext
-    purpose: Literal["execute", "cancel"] = "execute"
-    continuing: bool = False
-    cancel_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    first: trio.Event = field(default_factory=trio.Event)
-    done: trio.Event = field(default_factory=trio.Event)
-    #: The direct Message answer, or the error that ended the run before any task.
-    answer: Message | None = None
-    error: A2AError | None = None
-    #: Log position when this execution began, and the task as it was then
-    #: (a continuation's stream starts with that snapshot, then what follows).
-    start_seq: int = 0
-    start_snapshot: Task | None = None
-    #: True while this execution may move its task out of an interrupted state.
-    may_resume: bool = False
-    cancel_requested: bool = False
-    #: Set once the recorder has dealt with every event this execution enqueued.
-    recorded: trio.Event = field(default_factory=trio.Event)
-    #: Why the recorder could not store this execution's events (they are dropped).
-    recording_error: Exception | None = None
-    #: The message's retry key (owner, messageId) and the message as sent,
-    #: when retries are recognised (see Retries).
-    retry_key: RetryKey | None = None
-    retry_message: Message | None = None
-    #: The protocol version the message came in: a webhook config it carries
-    #: is kept with it, so that its webhooks have that version's body.
-    protocol: str = PROTOCOL_VERSION
-    #: What the message started, once known: the task (and the log position of
-    #: a continuation) or the direct answer; stored only if the client went
-    #: away without its answer (``unanswered``).
-    receipt: dict[str, Any] | None = None
-    unanswered: bool = False
-    #: The token of the task lease this execution holds or will hold, when
-    #: several processes serve the database (see runtime.cluster).
-    lease_token: str | None = None
-    #: A queued execution run again from the start (its message is in the log).
-    restart: bool = False
-    #: Stopped to run again elsewhere: its task is not ended.
-    handed_back: bool = False
-
-    def settle_first(self) -> None:
-        self.first.set()
-
-
-@dataclass(eq=False)
-class LiveTask:
-    """A task with something attached: an execution, a waiter or a stream."""
-
-    task_id: str
-    feed: TaskFeed
-    lock: trio.Lock = field(default_factory=trio.Lock)
-    execution: Execution | None = None
-    users: int = 0
-    #: Direct push mode: recorded events wait for their webhooks.
-    undelivered: bool = False
-    #: Direct push mode: a task is delivering the held events, then publishes them.
-    flushing: bool = False
-    #: Several processes: the task is being read back from the log (and once
-    #: more after, when another process moved it meanwhile).
-    catching_up: bool = False
-    catch_up_again: bool = False
-
-    @property
-    def left_running(self) -> bool:
-        """Whether the task is published as SUBMITTED or WORKING.
-
-        An execution that is done may leave its task so when something else
-        ends it: the host's retry of an ending it could not store, or the
-        process that adopts the task of a worker that died. Its waiters wait
-        for that ending in the log, not only for the execution.
-        """
-        snapshot = self.feed.snapshot
-        return snapshot is not None and snapshot.status.state in (
-            TaskState.SUBMITTED,
-            TaskState.WORKING,
-        )
-
-
-#: What the recorder reads: an execution's event, or None once the execution ended.
-Entry = tuple[LiveTask, Execution, AgentEvent | None]
 
 
 class ExecutionQueue(EventQueue):
@@ -161,48 +59,6 @@ class ExecutionQueue(EventQueue):
         await self._execution.recorded.wait()
 
 
-class LiveTasks:
-    """The live tasks, by id: each held (leased) while anything uses it.
-
-    A task is live while an execution, a waiter or a stream holds it; the
-    last to let go removes it, so only tasks something attends to hold a feed.
-    """
-
-    def __init__(self, feed_window: int) -> None:
-        self.tasks: dict[str, LiveTask] = {}
-        self._feed_window = feed_window
-        #: Called with each stored task that becomes live (several processes:
-        #: another may have moved it since it was read).
-        self.attended: Callable[[LiveTask], None] | None = None
-
-    def acquire(
-        self, task_id: str, stored: StoredTask | None, *, written_here: bool = False
-    ) -> LiveTask:
-        """The live task (made from ``stored`` if it is not live yet), held once more.
-
-        ``written_here``: an execution of this process is about to write it,
-        reading it fresh from the store first, so it needs no read-back of what
-        another process may have recorded since ``stored`` was read.
-        """
-        live = self.tasks.get(task_id)
-        if live is None:
-            feed = TaskFeed(
-                stored.task if stored else None,
-                stored.last_seq if stored else 0,
-                window=self._feed_window,
-            )
-            live = self.tasks[task_id] = LiveTask(task_id, feed)
-            if stored is not None and not written_here and self.attended is not None:
-                self.attended(live)
-        live.users += 1
-        return live
-
-    def release(self, live: LiveTask) -> None:
-        live.users -= 1
-        if live.users <= 0 and self.tasks.get(live.task_id) is live:
-            del self.tasks[live.task_id]
-
-
 class Executions:
     """Runs the host's executions and cancels, each under its own cancel scope.
 
@@ -212,47 +68,30 @@ class Executions:
 
     def __init__(
         self,
+        state: HostState,
         *,
-        name: str,
         executor: AgentExecutor,
-        store: Store,
-        settings: HostSettings,
-        live: LiveTasks,
         recorder: Recorder,
         retries: Retries,
         inbox: trio.MemorySendChannel[Entry],
-        spawn: Callable[..., None],
-        spawn_anyway: Callable[..., None],
-        stopping: trio.Event,
     ) -> None:
-        self.name = name
+        self.state = state
+        self.name = state.name
+        self.store = state.store
+        self.settings = state.settings
         self.executor = executor
-        self.store = store
-        self.settings = settings
-        self._live = live
+        self._live = state.live
         self._recorder = recorder
         self._retries = retries
         self._inbox = inbox
-        #: Starts host work; refused while the host shuts down.
-        self._spawn = spawn
-        #: Starts host work that finishes what is under way, even then.
-        self._spawn_anyway = spawn_anyway
-        #: Set when the host begins to shut down.
-        self._stopping = stopping
         #: The executions running now (cancels excepted).
         self.running: set[Execution] = set()
-        #: This process's membership, when several serve the database.
-        self.cluster: Cluster | None = None
-        #: Told when an execution starts and ends (the console, the metrics).
-        self.observer: Observer = NO_OBSERVER
         #: Tasks whose ending could not be stored yet (the store failed, its disk was full).
         self._pending = PendingEndings(
-            name=name,
+            state,
             end_now=recorder.end_if_open,
             end=self._end_pending,
             release=self._release,
-            spawn_anyway=spawn_anyway,
-            stopping=stopping,
         )
 
     def start(self, live: LiveTask, execution: Execution) -> None:
@@ -260,17 +99,50 @@ class Executions:
 
         Raises ``UnsupportedOperationError`` (nothing started) while the host shuts down.
         """
-        self._spawn(self._run, live, execution)
+        self.state.accepting().start_soon(self._run, live, execution)
         live.users += 1  # held by the execution until it is done
         self.running.add(execution)
         self._retries.started(live, execution)
 
-    def start_cancel(self, live: LiveTask, canceller: Execution) -> None:
-        """Run the executor's ``cancel`` for a task in the host nursery (see :meth:`_cancel`)."""
-        self._spawn(self._cancel, live, canceller)
+    async def cancel(
+        self,
+        live: LiveTask,
+        stored: StoredTask,
+        caller: Principal,
+        metadata: dict[str, object],
+        lease: str | None = None,
+    ) -> Task:
+        """Cancel in this process (holding the task's ``lease``, let go when done).
+
+        The executor's ``cancel`` runs in the host nursery (see :meth:`_cancel`);
+        this returns the task once its ending is published.
+        """
+        snapshot = live.feed.current or stored.task
+        canceller = Execution(
+            RequestContext(
+                task_id=snapshot.id,
+                context_id=snapshot.context_id or "",
+                current_task=snapshot,
+                caller=caller,
+                metadata=metadata,
+            ),
+            purpose="cancel",
+            lease_token=lease,
+        )
+        try:
+            self.state.accepting().start_soon(self._cancel, live, canceller)
+        except BaseException:
+            self._release(lease)
+            raise
+        await canceller.first.wait()
+        if canceller.error is not None:
+            raise canceller.error
+        published = live.feed.snapshot
+        assert published is not None
+        return published
 
     async def _run(self, live: LiveTask, execution: Execution) -> None:
-        lease = None if self.cluster is None else new_token()
+        lease = None if self.state.cluster is None else new_token()
         execution.lease_token = lease
         owner = execution.context.caller.identifier
         began = False
@@ -282,7 +154,7 @@ class Executions:
                         return
                 live.execution = execution
                 began = True
-                self.observer.execution_started(self.name, live.task_id, owner)
+                self.state.observer.execution_started(self.name, live.task_id, owner)
                 await self._execute(live, execution)
         except Exception as failure:
             full = failure if isinstance(failure, StorageFullError) else None
@@ -301,8 +173,8 @@ class Executions:
             elif not execution.first.is_set():
                 execution.error = InternalError()
         finally:
-            if lease is not None and self.cluster is not None:
-                self.cluster.release(lease)
+            if lease is not None and self.state.cluster is not None:
+                self.state.cluster.release(lease)
             self._retries.finished(execution)
             if live.execution is execution:
                 live.execution = None
@@ -315,7 +187,7 @@ class Executions:
             self.running.discard(execution)
             if began:
                 error = execution.error.message if execution.error else None
-                self.observer.execution_ended(self.name, live.task_id, owner, error)
+                self.state.observer.execution_ended(self.name, live.task_id, owner, error)
             live.feed.notify()
             self._live.release(live)
 
@@ -326,27 +198,27 @@ class Executions:
         as that process left it: a task it was running ends FAILED first, so
         the message finds it final.
         """
-        if self.cluster is None:
+        if self.state.cluster is None:
             return
         assert execution.lease_token is not None
-        claim = await self.cluster.hold(self.name, live.task_id, execution.lease_token)
+        claim = await self.state.cluster.hold(self.name, live.task_id, execution.lease_token)
         if claim.took_over:
-            await self._end_stored(live.task_id, ABANDONED, live=live)
+            await self.end_stored(live.task_id, ABANDONED, live=live)
 
     def _release(self, lease: str | None) -> None:
-        if lease is not None and self.cluster is not None:
-            self.cluster.release(lease)
+        if lease is not None and self.state.cluster is not None:
+            self.state.cluster.release(lease)
 
     async def _end_pending(self, task_id: str, ending: Ending) -> None:
         """Store an ending that had to wait for the store (see PendingEndings)."""
-        await self._end_stored(task_id, ending[1], state=ending[0])
+        await self.end_stored(task_id, ending[1], state=ending[0])
         live = self._live.tasks.get(task_id)
         if live is not None and live.left_running and self._live.attended is not None:
             # Ended by another process meanwhile (this one was found dead, say):
             # its streams read that ending back from the log.
             self._live.attended(live)
 
-    async def _end_stored(
+    async def end_stored(
         self,
         task_id: str,
         reason: str = STORE_FAILED,
@@ -384,8 +256,20 @@ class Executions:
         return True
 
     async def _resume(self, live: LiveTask, execution: Execution) -> bool:
-        """Start a continuation: re-check the task and add the message to its history."""
-        stored = await self.store.get_task(self.name, live.task_id, owner=None)
+        """Start a continuation: re-check the task and add the message to its history.
+
+        The task is read again only if its request's read may be stale: another
+        process may write it, or this one has since (its live task's feed moved).
+        The message is written by the recorder's next round, shared with other
+        tasks' events, and stored before the executor starts.
+        """
+        stored = execution.read
+        if (
+            stored is None
+            or self.state.cluster is not None
+            or live.feed.current_seq != stored.last_seq
+        ):
+            stored = await self.store.get_task(self.name, live.task_id, owner=None)
         assert stored is not None
         if stored.state.is_final:
             execution.error = UnsupportedOperationError(
@@ -397,18 +281,12 @@ class Executions:
         live.feed.reset(stored.task, stored.last_seq)
         message = execution.context.message
         assert message is not None
-
-        def add_message(share: Share) -> None:
-            # The message joins the history in the log; the task is as it was.
-            self._recorder.append(
-                live, share, stored.task, "message", message.to_json(), None, [message]
-            )
-            self._recorder.remember(
-                share, execution, task_id=live.task_id, seq=live.feed.current_seq
-            )
-
         if not execution.restart:  # a restart's message is in the log already
-            await self._recorder.write(live, add_message)
+            turn = TurnMessage(message, message.to_json())
+            await self._inbox.send((live, execution, turn))
+            await turn.written.wait()
+            if execution.recording_error is not None:
+                raise execution.recording_error
         execution.start_seq = live.feed.last_seq
         execution.start_snapshot = live.feed.current
         execution.may_resume = stored.state.is_interrupted
@@ -522,16 +400,9 @@ class Executions:
                 canceller.error = InternalError()
         finally:
             canceller.settle_first()
-            if canceller.lease_token is not None and self.cluster is not None:
-                self.cluster.release(canceller.lease_token)
+            if canceller.lease_token is not None and self.state.cluster is not None:
+                self.state.cluster.release(canceller.lease_token)
             self._live.release(live)
-
-
-def not_cancelable(task_id: str, state: TaskState) -> TaskNotCancelableError:
-    return TaskNotCancelableError(
-        f"Task {task_id} is {state.value} and cannot be canceled",
-        metadata={"taskId": task_id, "state": state.value},
-    )
 
 
 def _describe(error: BaseException) -> str:

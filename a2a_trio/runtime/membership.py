@@ -11,32 +11,55 @@ from here too.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
 from ..protocol import A2AError, InternalError, StreamResponse, Task, TaskState
 from ..store import StoredTask
 from .cluster import Cluster, new_token
-from .executions import ABANDONED, LiveTask, not_cancelable
+from .executions import Executions
 from .executor import Principal
 from .feed import FeedItem
+from .state import ABANDONED, HostState, LiveTask, not_cancelable
 
-if TYPE_CHECKING:
-    from .host import AgentHost
-
-__all__ = ["Membership"]
+__all__ = ["Membership", "QueueWaiters"]
 
 log = logging.getLogger("a2a_trio.runtime")
+
+
+class QueueWaiters(Protocol):
+    """What a membership tells the host's queued executions (see ``runtime.queued``)."""
+
+    def settle(self, live: LiveTask) -> None:
+        """The task moved: answer the waiters whose execution has begun writing it."""
+
+    def check_all(self) -> None:
+        """Wake-ups may have been lost: look at every execution still waited for."""
+
+    def work_arrived(self) -> None:
+        """A queued execution waits for a worker."""
+
+    def done_elsewhere(self, row: int) -> None:
+        """A worker finished the queued execution of ``row``."""
 
 
 class Membership:
     """The cluster side of one host (a :class:`~a2a_trio.runtime.cluster.ClusterMember`)."""
 
-    def __init__(self, host: AgentHost, cluster: Cluster) -> None:
-        self._host = host
+    def __init__(
+        self,
+        state: HostState,
+        cluster: Cluster,
+        *,
+        executions: Executions,
+        queued: QueueWaiters,
+    ) -> None:
+        self._state = state
         self._cluster = cluster
-        self.name = host.name
+        self._executions = executions
+        self._queued = queued
+        self.name = state.name
 
     # --- adoption ---------------------------------------------------------------------
 
@@ -55,7 +78,7 @@ class Membership:
         if not claim.acquired:
             return  # a live process holds it now
         try:
-            if await self._host._executions._end_stored(task_id, ABANDONED):
+            if await self._executions.end_stored(task_id, ABANDONED):
                 log.warning(
                     "task %s of agent %s was running on a process that stopped; ended FAILED",
                     task_id,
@@ -66,24 +89,24 @@ class Membership:
 
     def leases_lost(self) -> None:
         """Found dead by the others, who end its tasks: stop running them here."""
-        for execution in list(self._host._executions.running):
+        for execution in list(self._executions.running):
             execution.cancel_scope.cancel()
 
     # --- reading back what other processes record --------------------------------------
 
     def task_moved(self, task_id: str, seq: int) -> None:
         """Another process recorded events of the task: readers here catch up from the log."""
-        live = self._host._live.tasks.get(task_id)
+        live = self._state.live.tasks.get(task_id)
         if live is not None and seq > live.feed.current_seq:
             self.catch_up_soon(live)
 
     def catch_up_all(self) -> None:
-        for live in list(self._host._live.tasks.values()):
+        for live in list(self._state.live.tasks.values()):
             self.catch_up_soon(live)
-        self._host._queued.check_all()
+        self._queued.check_all()
 
     def catch_up_soon(self, live: LiveTask) -> None:
-        nursery = self._host._nursery
+        nursery = self._state.nursery
         if live.execution is not None or nursery is None:
             return  # this process writes it (or has stopped): nothing to read back
         if live.catching_up:
@@ -100,7 +123,7 @@ class Membership:
         is consistent with the snapshot it comes with (events committed in
         between are read in the next pass).
         """
-        store = self._host.store
+        store = self._state.store
         while True:
             stored, events = await store.task_since(self.name, live.task_id, live.feed.last_seq)
             if stored is None:
@@ -111,7 +134,7 @@ class Membership:
                 if e.seq <= stored.last_seq
             ]
             live.feed.catch_up(items, stored.task, stored.last_seq)
-            self._host._queued.settle(live)
+            self._queued.settle(live)
             if len(items) == len(events):
                 return
 
@@ -126,17 +149,17 @@ class Membership:
             log.exception("agent %s: could not read task %s back", self.name, live.task_id)
         finally:
             live.catching_up = False
-            self._host._live.release(live)
+            self._state.live.release(live)
 
     # --- queued executions --------------------------------------------------------------
 
     def work_arrived(self) -> None:
         """A queued execution waits for a worker (this process may be one)."""
-        self._host._queued.work_arrived()
+        self._queued.work_arrived()
 
     def done_elsewhere(self, task_id: str, row: int) -> None:
         """A worker finished a queued execution (maybe one this process waits for)."""
-        self._host._queued.done_elsewhere(row)
+        self._queued.done_elsewhere(row)
 
     # --- cancel ---------------------------------------------------------------------------
 
@@ -150,7 +173,7 @@ class Membership:
         """
         cluster = self._cluster
         token = new_token()
-        patience = self._host.settings.cancel_grace + 2 * cluster.lease_seconds + 5
+        patience = self._state.settings.cancel_grace + 2 * cluster.lease_seconds + 5
         with trio.move_on_after(patience):
             while True:
                 claim = await cluster.coordination.acquire(
@@ -170,7 +193,7 @@ class Membership:
                         if snapshot.status.state is TaskState.CANCELED:
                             return snapshot
                         raise not_cancelable(live.task_id, snapshot.status.state)
-                    return await self._host._cancel_here(live, stored, caller, metadata, token)
+                    return await self._executions.cancel(live, stored, caller, metadata, token)
                 await cluster.request_cancel(
                     self.name, live.task_id, claim.holder or "", caller.identifier
                 )
@@ -187,25 +210,24 @@ class Membership:
 
     def cancel_here(self, task_id: str, owner: str) -> None:
         """Another process asks for a cancel of a task this one runs."""
-        nursery = self._host._nursery
+        nursery = self._state.nursery
         if nursery is not None:
             nursery.start_soon(self._cancel_for, task_id, owner)
 
     async def _cancel_for(self, task_id: str, owner: str) -> None:
-        host = self._host
         try:
-            stored = await host.store.get_task(self.name, task_id, owner=None)
+            stored = await self._state.store.get_task(self.name, task_id, owner=None)
             if stored is None or stored.state.is_final:
                 return
             token = new_token()
             claim = await self._cluster.coordination.acquire(self.name, task_id, token, queue=False)
             if not claim.acquired:
                 return  # another process holds it now: the canceller asks it
-            live = host._live.acquire(task_id, stored)
+            live = self._state.live.acquire(task_id, stored)
             try:
-                await host._cancel_here(live, stored, Principal(identifier=owner), {}, token)
+                await self._executions.cancel(live, stored, Principal(identifier=owner), {}, token)
             finally:
-                host._live.release(live)
+                self._state.live.release(live)
         except A2AError:
             pass  # final meanwhile: the canceller sees it in the log
         except Exception:

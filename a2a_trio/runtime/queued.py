@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -29,11 +30,12 @@ from ..protocol import (
 )
 from ..store import StoredTask
 from ..store.coordination import QueuedExecution
-from .executions import Execution, LiveTask
+from .executions import Executions
 from .executor import Principal, RequestContext
+from .state import Execution, HostState, LiveTask
 
 if TYPE_CHECKING:
-    from .host import AgentHost
+    from .membership import Membership
 
 __all__ = ["QueuedExecutions"]
 
@@ -43,13 +45,20 @@ log = logging.getLogger("a2a_trio.runtime")
 class QueuedExecutions:
     """One queued agent's executions: waited for (web processes) or run (workers)."""
 
-    def __init__(self, host: AgentHost) -> None:
-        self._host = host
+    def __init__(self, state: HostState, *, executions: Executions) -> None:
+        self._state = state
+        self._executions = executions
+        #: This process's membership (see :meth:`attach`).
+        self._membership: Membership | None = None
         #: Executions this process queued, by row id, until they are done.
         self._waiting: dict[int, tuple[LiveTask, Execution]] = {}
         self._work_arrived = trio.Event()
         #: Workers: the executions running here, by row id.
         self._running: dict[int, Execution] = {}
+
+    def attach(self, membership: Membership) -> None:
+        """Wait for and run executions as ``membership``'s host (several processes)."""
+        self._membership = membership
 
     # --- web processes -------------------------------------------------------------
 
@@ -57,7 +66,7 @@ class QueuedExecutions:
         self, live: LiveTask, execution: Execution, stored: StoredTask | None
     ) -> None:
         """Queue the execution; it settles as the worker's events come back."""
-        host = self._host
+        host = self._state
         assert host.cluster is not None
         context = execution.context
         assert context.message is not None
@@ -96,8 +105,9 @@ class QueuedExecutions:
                     execution.settle_first()
 
     def done_elsewhere(self, row: int) -> None:
-        if row in self._waiting and self._host._nursery is not None:
-            self._host._nursery.start_soon(self._finish, row)
+        nursery = self._state.nursery
+        if row in self._waiting and nursery is not None:
+            nursery.start_soon(self._finish, row)
 
     def check_all(self) -> None:
         """Wake-ups may have been lost: look at every row still waited for."""
@@ -105,7 +115,7 @@ class QueuedExecutions:
             self.done_elsewhere(row)
 
     async def _finish(self, row: int) -> None:
-        host = self._host
+        host = self._state
         assert host.cluster is not None
         entry = self._waiting.get(row)
         if entry is None:
@@ -117,8 +127,8 @@ class QueuedExecutions:
                 return
             del self._waiting[row]
             # Its last events before its end: a stream must relay them first.
-            assert host.membership is not None
-            await host.membership.read_back(live)
+            assert self._membership is not None
+            await self._membership.read_back(live)
             if outcome.answer is not None:
                 execution.answer = Message.model_validate_json(outcome.answer)
             elif outcome.error is not None and not execution.first.is_set():
@@ -135,7 +145,7 @@ class QueuedExecutions:
         execution.settle_first()
         execution.done.set()
         live.feed.notify()
-        host._live.release(live)
+        host.live.release(live)
 
     # --- worker processes ----------------------------------------------------------
 
@@ -156,7 +166,7 @@ class QueuedExecutions:
         self, concurrency: int, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Claim and run queued executions, at most ``concurrency`` at once, until closing."""
-        host = self._host
+        host = self._state
         assert host.cluster is not None
         coordination = host.cluster.coordination
         host.cluster.work_for(host.name)
@@ -180,7 +190,7 @@ class QueuedExecutions:
                     log.warning("agent %s: could not claim queued work: %s", host.name, error)
             for work in claimed:
                 running += 1
-                host._spawn_anyway(self._run, work, one_done)
+                host.finishing().start_soon(self._run, work, one_done)
             if claimed and running < concurrency:
                 continue  # there may be more
             # No poll: a wake-up says at once that work waits, and every
@@ -190,8 +200,8 @@ class QueuedExecutions:
             else:
                 await freed.wait()
 
-    async def _run(self, work: QueuedExecution, done: Any) -> None:
-        host = self._host
+    async def _run(self, work: QueuedExecution, done: Callable[[], None]) -> None:
+        host = self._state
         assert host.cluster is not None
         coordination = host.cluster.coordination
         answer: str | None = None
@@ -216,9 +226,9 @@ class QueuedExecutions:
                 again = True
                 return
             await coordination.mark_running(work.id)
-            live = host._live.acquire(work.task_id, stored)
+            live = host.live.acquire(work.task_id, stored)
             try:
-                host._executions.start(live, execution)
+                self._executions.start(live, execution)
                 started = True
                 self._running[work.id] = execution
                 await execution.done.wait()
@@ -230,7 +240,7 @@ class QueuedExecutions:
                 return
             finally:
                 self._running.pop(work.id, None)
-                host._live.release(live)
+                host.live.release(live)
             if again:
                 log.warning(
                     "agent %s: task %s handed back to the queue (the worker stopped before it"

@@ -25,10 +25,9 @@ from typing import Any
 import trio
 
 from ..protocol import InvalidParamsError, Message, Role, SendMessageRequest, utcnow
-from ..store import Receipt, ReceiptWrite, Store
-from .executions import Execution, LiveTask, RetryKey
+from ..store import Receipt, ReceiptWrite
 from .executor import Principal
-from .settings import HostSettings
+from .state import Execution, HostState, LiveTask, RetryKey
 
 __all__ = ["Earlier", "Retries"]
 
@@ -47,10 +46,10 @@ class Earlier:
 class Retries:
     """Recognises one agent's retried messages: joins running originals, keeps receipts."""
 
-    def __init__(self, *, name: str, store: Store, settings: HostSettings) -> None:
-        self.name = name
-        self.store = store
-        self.settings = settings
+    def __init__(self, state: HostState) -> None:
+        self.name = state.name
+        self.store = state.store
+        self.settings = state.settings
         #: Running executions by their message's retry key: a retry arriving
         #: meanwhile joins the original instead of starting the work again.
         #: Several, when one messageId came with different contents.

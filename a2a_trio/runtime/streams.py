@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import trio
@@ -11,8 +11,7 @@ from ..protocol import StreamResponse, TaskState
 from .feed import FeedItem
 
 if TYPE_CHECKING:
-    from .executions import Execution, LiveTask
-    from .host import AgentHost
+    from .state import Execution, HostState, LiveTask
 
 __all__ = ["TaskEventStream"]
 
@@ -35,16 +34,17 @@ class TaskEventStream:
 
     def __init__(
         self,
-        host: AgentHost | None,
+        state: HostState | None,
         task_id: str,
         cursor: int,
-        initial: list[FeedItem],
+        initial: Sequence[FeedItem | tuple[None, StreamResponse, None]],
         *,
         execution: Execution | None = None,
         stop_on_interrupt: bool = True,
         live: LiveTask | None = None,
+        finished: bool = False,
     ) -> None:
-        self._host = host
+        self._host = state
         #: Told, once, whether the stream had reached its end when it closed.
         self._on_close: Callable[[bool], object] | None = None
         self._task_id = task_id
@@ -61,7 +61,7 @@ class TaskEventStream:
         self._pending: list[FeedItem | tuple[None, StreamResponse, None]] = list(initial)
         self._execution = execution
         self._stop_on_interrupt = stop_on_interrupt
-        self._finished = False
+        self._finished = finished
         self._closed = False
 
     def on_close(self, callback: Callable[[bool], object]) -> None:
@@ -71,10 +71,7 @@ class TaskEventStream:
     @classmethod
     def single(cls, response: StreamResponse) -> TaskEventStream:
         """A stream of exactly one event (a direct Message answer)."""
-        stream = cls(None, "", 0, [])
-        stream._pending.append((None, response, None))
-        stream._finished = True
-        return stream
+        return cls(None, "", 0, [(None, response, None)], finished=True)
 
     async def receive(self) -> tuple[int | None, StreamResponse]:
         """The next event and its log sequence; raises ``trio.EndOfChannel`` at the end."""
@@ -138,7 +135,7 @@ class TaskEventStream:
             if self._execution is None and snapshot is not None and snapshot.status.state.is_final:
                 self._finished = True
                 continue
-            if self._host._finished.is_set():  # the host has stopped: nothing more comes
+            if self._host.finished.is_set():  # the host has stopped: nothing more comes
                 self._finished = True
                 continue
             return wakeup
@@ -151,14 +148,14 @@ class TaskEventStream:
             self._finished = True
             self._pending.clear()
 
-    async def _hold(self, host: AgentHost) -> LiveTask | None:
+    async def _hold(self, host: HostState) -> LiveTask | None:
         if self._live is None:
             stored = None
-            if self._task_id not in host._live.tasks:
+            if self._task_id not in host.live.tasks:
                 stored = await host.store.get_task(host.name, self._task_id, owner=None)
                 if stored is None:
                     return None
-            self._live = host._live.acquire(self._task_id, stored)
+            self._live = host.live.acquire(self._task_id, stored)
         return self._live
 
     def close(self) -> None:
@@ -168,7 +165,7 @@ class TaskEventStream:
             if self._on_close is not None:
                 self._on_close(self._finished)
             if self._host is not None and self._live is not None:
-                self._host._live.release(self._live)
+                self._host.live.release(self._live)
                 self._live = None
 
     def __aiter__(self) -> AsyncIterator[tuple[int | None, StreamResponse]]:
