@@ -51,9 +51,12 @@ PRIVATE = [
 SHORT = [
     "a2a_trio.adapters",
     "a2a_trio.cli",
+    "a2a_trio.client",
     "a2a_trio.config",
     "a2a_trio.console",
+    "a2a_trio.protocol",
     "a2a_trio.push",
+    "a2a_trio.server",
 ]
 
 

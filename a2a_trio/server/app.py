@@ -19,6 +19,7 @@ from quart import Response
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from .._lazy_app import LazyApp
 from ..adapters.asyncio import AsyncioAgentExecutor, AsyncioBridge
 from ..protocol import AgentCard
 from ..protocol.signing import CardSigner
@@ -40,7 +41,7 @@ from .lifespan import Lifespan
 from .mount import AgentMount, Authenticate
 from .routing import Routes
 
-__all__ = ["DEFAULT_CONSOLE", "A2AApp", "RequestObserver"]
+__all__ = ["DEFAULT_CONSOLE", "A2AApp", "LazyApp", "RequestObserver"]
 
 #: What an app built with ``console=True`` calls when it starts serving: the
 #: operator console's :func:`~a2a_trio.console.ensure_console`, which attaches
@@ -150,7 +151,12 @@ class A2AApp(QuartTrio):
         self.on_start: list[Callable[[], Awaitable[None]]] = self.lifespan.on_start
         #: Answers the HTTP requests, the agents' straight from ASGI (see .dispatch).
         self.dispatch = Dispatch(
-            self.routes, self.mounts, self.a2a_settings, self.body_budget, self._takes_work
+            self.routes,
+            self.mounts,
+            self.a2a_settings,
+            self.body_budget,
+            self._takes_work,
+            super().__call__,
         )
         if console:  # first: the console's own start-up hook follows the hosts'
             self.before_serving(self._ensure_console)
@@ -326,7 +332,7 @@ class A2AApp(QuartTrio):
         if scope["type"] == "lifespan":
             await self.lifespan.serve(super().__call__, scope, receive, send)
         elif scope["type"] == "http":
-            await self.dispatch.http(scope, receive, send, super().__call__)
+            await self.dispatch.http(scope, receive, send)
         else:
             await super().__call__(scope, receive, send)
 

@@ -37,9 +37,8 @@ from .cards import card_response
 from .grpc_binding import is_grpc, serve_grpc
 from .grpc_services import is_standard_service, serve_standard_service
 from .hosts import host_allowed
-from .lifespan import ASGICall
 from .mount import AgentMount
-from .read_ahead import serve_read_ahead
+from .read_ahead import App, serve_read_ahead
 from .routing import ProtocolRoute, Routes
 
 __all__ = ["Dispatch", "RequestObserver"]
@@ -54,7 +53,7 @@ class Dispatch:
     """Answers the HTTP requests of an app whose agents are ``mounts``, routed by ``routes``.
 
     ``budget`` holds the bodies being read; ``takes_work`` is the readiness
-    check, as gRPC health reports it.
+    check, as gRPC health reports it; ``quart`` answers what is not the agents'.
     """
 
     def __init__(
@@ -64,19 +63,21 @@ class Dispatch:
         settings: ServerSettings,
         budget: BodyBudget,
         takes_work: Callable[[], Awaitable[bool]],
+        quart: App,
     ) -> None:
         self._routes = routes
         self._mounts = mounts
         self._settings = settings
         self._budget = budget
         self._takes_work = takes_work
+        self._quart = quart
         #: Told of every protocol request (the metrics); see :data:`RequestObserver`.
         self.observer: RequestObserver | None = None
         #: Event streams (SSE) being relayed now.
         self.open_streams = 0
 
-    async def http(self, scope: Any, receive: Any, send: Any, quart: ASGICall) -> None:
-        """Answer one HTTP request; ``quart`` answers what is not the agents'."""
+    async def http(self, scope: Any, receive: Any, send: Any) -> None:
+        """Answer one HTTP request."""
         if self._host_refused(scope):
             request = ProtocolRequest(scope, receive)
             refusal = InvalidRequestError(f"This server does not serve {request.header('host')}")
@@ -107,7 +108,7 @@ class Dispatch:
             await self._serve_card(*card_route, scope, receive, send)
             return
         # Quart's routes read their bodies under the protocol routes' limits.
-        await serve_read_ahead(quart, scope, receive, send, self._settings, self._budget)
+        await serve_read_ahead(self._quart, scope, receive, send, self._settings, self._budget)
 
     def _host_refused(self, scope: Any) -> bool:
         """A Host ``server.allowed_hosts`` does not list, where cards would echo it."""

@@ -95,13 +95,14 @@ class Routes:
         self._protocol.sort(key=lambda m: len(m.prefix), reverse=True)
 
     def seal(self) -> None:
-        """Serving begins: add the root card's routes; nothing is mounted after."""
+        """Serving begins: add the root card's routes; nothing is mounted after.
+
+        An app with no agent yet stays open to mounting (it has no root card).
+        """
         owner = self.root_owner
-        if self.sealed:
+        if owner is None or self.sealed:
             return
         self.sealed = True
-        if owner is None:
-            return
         for path, v0_3 in card_paths(owner, ""):
             self._cards[path] = CardRoute(owner, v0_3)
             suffix = "well-known-v0-3" if v0_3 else "well-known"
