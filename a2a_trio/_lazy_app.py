@@ -2,34 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .server.app import A2AApp
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, Protocol, TypeVar
 
 __all__ = ["LazyApp"]
 
 
-class LazyApp:
+class ASGIApp(Protocol):
+    """What a lazy app builds: an ASGI application."""
+
+    def __call__(self, scope: Any, receive: Any, send: Any) -> Awaitable[None]:
+        """Serve one ASGI connection (or the lifespan)."""
+        ...
+
+
+AppT = TypeVar("AppT", bound=ASGIApp)
+
+
+class LazyApp(Generic[AppT]):
     """An ASGI app built by ``factory`` on first use (first call or attribute).
 
     Module-level apps served by ``hypercorn module:app`` use it so that
     importing the module reads no configuration and opens no database.
     """
 
-    def __init__(self, factory: Callable[[], A2AApp]) -> None:
+    def __init__(self, factory: Callable[[], AppT]) -> None:
         self._factory = factory
-        self._app: A2AApp | None = None
+        self._app: AppT | None = None
 
-    def build(self) -> A2AApp:
+    def build(self) -> AppT:
         """The app, built by the factory on the first call."""
         if self._app is None:
             self._app = self._factory()
         return self._app
 
     @property
-    def app(self) -> A2AApp:
+    def app(self) -> AppT:
         """The app (built now if it was not), where ASGI wrappers keep what they wrap.
 
         hypercorn's mends find each app's ``send_timeout`` through it.

@@ -77,6 +77,10 @@ class StorageSettings(_Section):
         """Where the database is; DatabaseURLError names the setting it came from."""
         return parse_database_url(self.url, key=self._source)
 
+    def take_url(self, url: str, source: str) -> None:
+        """Use ``url``, which came from the setting ``source`` (named in messages)."""
+        self.url, self._source = url, source
+
     def pool(self) -> PoolSettings:
         return PoolSettings(
             size=self.pool_size,
@@ -273,9 +277,9 @@ def load_settings(path: str | Path | None = None) -> Settings:
     storage = settings.storage
     database = os.environ.get(DATABASE_ENV)
     if database:
-        storage.url, storage._source = database, DATABASE_ENV
+        storage.take_url(database, DATABASE_ENV)
     elif storage.path is not None and "url" not in storage.model_fields_set:
-        storage.url, storage._source = storage.path, "storage.path"
+        storage.take_url(storage.path, "storage.path")
     try:
         storage.location()
     except DatabaseURLError as error:

@@ -66,7 +66,13 @@ class AsyncioEventQueue:
             raise RuntimeError("the execution this queue served has ended")
         await self._crossing.put(event)
 
-    def _end(self) -> None:
+    def close(self) -> None:
+        """Refuse every later event: the execution this queue served has ended.
+
+        The bridge calls it when the agent's coroutine returns; an event
+        enqueued after that (from a task the agent left running) raises
+        RuntimeError instead of reaching a task that moved on.
+        """
         self._ended = True
 
 
@@ -277,7 +283,7 @@ class AsyncioBridge(AgentExecutor):
         task: list[asyncio.Task[None]] = []
 
         def ended(done: asyncio.Task[None]) -> None:  # on the asyncio loop
-            bridged._end()
+            bridged.close()
             cancelled = done.cancelled()
             crossing.finish(_Ended(None if cancelled else done.exception(), cancelled))
 

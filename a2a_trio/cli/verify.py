@@ -10,7 +10,7 @@ import httpx
 import trio
 
 from .._http import CLIENT_LIMITS
-from ..client import card_url, fetch_jwks
+from ..client.cards import card_url, fetch_jwks
 from ..protocol.signing import CardKeys, CardSignatureError, signature_headers, verify_card
 
 __all__ = ["verify_remote_card"]

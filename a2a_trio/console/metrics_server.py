@@ -15,7 +15,8 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
-from .web import METRICS_CONTENT_TYPE, Console, _token_matches
+from .access import token_matches
+from .web import METRICS_CONTENT_TYPE, Console
 
 __all__ = ["serve_metrics"]
 
@@ -46,7 +47,7 @@ def metrics_app(console: Console) -> Callable[[Any, Any, Any], Awaitable[None]]:
         )
         if scope["path"] != path or scope["method"] not in ("GET", "HEAD"):
             status, body, content_type = 404, b"not found\n", "text/plain"
-        elif wanted is not None and not _token_matches(wanted, authorization):
+        elif wanted is not None and not token_matches(wanted, authorization):
             status, body, content_type = 401, b"a bearer token is required\n", "text/plain"
         else:
             status, body, content_type = 200, await console.render_metrics(), METRICS_CONTENT_TYPE

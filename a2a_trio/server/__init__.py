@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .app import A2AApp, LazyApp
+from .._lazy_app import LazyApp
+from .app import A2AApp
 from .auth import (
     ApiKeyAuthenticator,
     AuthenticationFailed,

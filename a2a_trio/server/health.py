@@ -11,12 +11,13 @@ failed. Both are public and say nothing of tasks.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 import trio
 
-if TYPE_CHECKING:
-    from .app import A2AApp
+from ..runtime.cluster import Cluster
+from ..store import Store
+from .mount import AgentMount
 
 __all__ = ["HEALTH_PATH", "liveness", "readiness"]
 
@@ -26,17 +27,24 @@ CHECK_TIMEOUT = 2.0
 
 
 def liveness() -> tuple[int, str]:
+    """(status, JSON body) of the liveness check: alive whenever it answers."""
     return 200, json.dumps({"status": "alive"})
 
 
-async def readiness(app: A2AApp) -> tuple[int, str]:
-    """(status, JSON body) of the readiness check: each check "ok" or why not."""
+async def readiness(
+    mounts: Mapping[str, AgentMount], store: Store, cluster: Cluster | None
+) -> tuple[int, str]:
+    """(status, JSON body) of the readiness check: each check "ok" or why not.
+
+    It checks the hosts of ``mounts``, ``store`` and, when this process is one
+    of several on the database, its ``cluster`` membership.
+    """
     checks: dict[str, str] = {}
-    stopped = [name for name, mount in app.mounts.items() if not mount.host.running]
+    stopped = [name for name, mount in mounts.items() if not mount.host.running]
     checks["agents"] = f"not running: {', '.join(sorted(stopped))}" if stopped else "ok"
     try:
         with trio.fail_after(CHECK_TIMEOUT):
-            await app.store.check()
+            await store.check()
     except trio.TooSlowError:
         checks["database"] = f"no answer within {CHECK_TIMEOUT:g} s"
     except Exception as error:
@@ -44,10 +52,10 @@ async def readiness(app: A2AApp) -> tuple[int, str]:
     else:
         checks["database"] = "ok"
     # Reads (the check above) still answer on a full disk; writes do not.
-    full = app.store.space.full
+    full = store.space.full
     checks["storage"] = f"writes refused for lack of space ({full})" if full else "ok"
-    if app.cluster is not None:
-        checks["listener"] = "ok" if app.cluster.listening else "not listening"
+    if cluster is not None:
+        checks["listener"] = "ok" if cluster.listening else "not listening"
     ready = all(outcome == "ok" for outcome in checks.values())
     body = {"status": "ready" if ready else "not ready", "checks": checks}
     return (200 if ready else 503), json.dumps(body)

@@ -20,10 +20,10 @@ from ..models import (
     ListTaskPushNotificationConfigsRequest,
     SendMessageConfiguration,
     SendMessageRequest,
-    Struct,
     SubscribeToTaskRequest,
     TaskPushNotificationConfig,
 )
+from ..models.fields import Struct
 from .readers import (
     DEFAULT_PUSH_CONFIG_ID,
     MessageV03,

@@ -24,16 +24,16 @@ from ..models import (
     Message,
     Part,
     Role,
-    RoleField,
     SendMessageConfiguration,
     SendMessageRequest,
     SendMessageResponse,
     StreamResponse,
-    Struct,
     Task,
     TaskPushNotificationConfig,
     TaskStatus,
 )
+from ..models.core import RoleField
+from ..models.fields import Struct
 from ._spellings import PROTO_STATE
 from .readers import DATA_PART_COMPAT, DEFAULT_PUSH_CONFIG_ID, PushNotificationConfigV03
 from .writers import artifact_json, put, status_json, status_update_is_final

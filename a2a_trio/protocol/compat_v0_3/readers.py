@@ -18,17 +18,16 @@ from ..limits import bounded_parts
 from ..models import (
     Artifact,
     AuthenticationInfo,
-    JsonValue,
     Message,
     Part,
     StreamResponse,
-    Struct,
     Task,
     TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from ..models.fields import JsonValue, Struct
 from ._spellings import ROLE_BY_V0_3, STATE_BY_V0_3
 
 __all__ = [
