@@ -16,10 +16,10 @@ import pytest
 from a2a_trio.protocol import TaskState
 from a2a_trio.store.coordination import Beat
 from a2a_trio.store.postgres import PostgresStore
-from a2a_trio.store.postgres.cluster import PostgresCoordination
+from a2a_trio.store.postgres.cluster import PostgresCoordination, beat
 from a2a_trio.store.url import PostgresLocation
 
-from .postgres import execute, fresh_database, postgres_url, rows
+from .postgres import admin_connect, execute, fresh_database, postgres_url, rows
 from .store_contract import make_task
 from .writes import AGENT, create
 
@@ -143,6 +143,40 @@ async def test_a_heartbeat_says_whether_a_member_died_and_whether_work_waits(
     assert not (await a.heartbeat(["another-agent"])).work_waiting
     die(database, b)
     assert (await a.heartbeat([])).someone_dead
+
+
+async def test_a_heartbeat_reads_a_few_member_rows_however_many_members_there_are(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    # Each of N processes reading every member made N² rows read per round of
+    # beats. (Under a few hundred members the planner reads the table's few
+    # pages whole, by id too: there the rows are cheaper than an index.)
+    a, _ = members(stores)
+    url = postgres_url(database)
+    execute(
+        url,
+        "INSERT INTO a2a_members (id, host, pid, lease_seconds, started_at, heartbeat_at)"
+        " SELECT 'm-' || n, 'elsewhere', n, 600, now(), now() FROM generate_series(1, 1000) AS n",
+    )
+    execute(url, "ANALYZE a2a_members")
+
+    def beat_counted() -> tuple[Beat, int]:
+        with admin_connect(database) as conn, conn.transaction():
+            found = beat(conn, a.member, a.lease_seconds, [], None)
+            # This transaction's reads so far, index fetches and scanned rows alike.
+            counted = conn.execute(
+                "SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables"
+                " WHERE relname = 'a2a_members'"
+            ).fetchone()
+        assert counted is not None
+        return found, int(str(counted[0]))
+
+    found, read = beat_counted()
+    assert found == Beat(alive=True)
+    assert read <= 3, f"one heartbeat read {read} of the 1,002 members' rows"
+    execute(url, "UPDATE a2a_members SET heartbeat_at = '-infinity' WHERE id = 'm-500'")
+    found, read = beat_counted()
+    assert found.someone_dead and read <= 3
 
 
 # --- webhook lanes ----------------------------------------------------------------------------

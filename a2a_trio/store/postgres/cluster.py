@@ -16,6 +16,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 from ..coordination import (
     CANCELS,
@@ -39,10 +40,23 @@ from .database import Connection, Database
 from .fleet import REPORT, claim_duty, read_fleet, shared_setting, write_report
 from .listener import Listener
 
-__all__ = ["LIVE", "PostgresCoordination"]
+__all__ = ["LIVE", "SOMEONE_DEAD", "PostgresCoordination", "beat"]
 
 #: Whether the member ``m`` (a row of a2a_members, or NULL) is alive.
 LIVE = "(m.id IS NOT NULL AND m.heartbeat_at + m.lease_seconds * interval '1 second' > now())"
+
+#: When the lease of member ``m`` runs out, in UTC: the expression that the
+#: index a2a_members_by_expiry holds (``timestamptz + interval`` is not immutable).
+_EXPIRES = "((m.heartbeat_at AT TIME ZONE 'UTC') + m.lease_seconds * interval '1 second')"
+
+#: Whether any member is dead: whether the earliest lease ran out. Through the
+#: index this reads one member (once the members outgrow a page, when reading
+#: them all would cost), not every member as ``EXISTS (... NOT LIVE)`` does: the
+#: beats of N processes read N rows, not N².
+SOMEONE_DEAD = (
+    f"COALESCE((SELECT {_EXPIRES} <= (now() AT TIME ZONE 'UTC') FROM a2a_members m"
+    f" ORDER BY {_EXPIRES} LIMIT 1), false)"
+)
 
 #: Release leases by token and wake whoever waits for them, in one statement.
 _RELEASE = """
@@ -85,43 +99,15 @@ class PostgresCoordination(Coordination):
         )
 
     async def heartbeat(self, queued_agents: list[str], report: Report | None = None) -> Beat:
-        def beat(conn: Connection) -> Beat:
-            row = conn.execute(
-                f"SELECT {LIVE} FROM a2a_members m WHERE id = %s FOR UPDATE", (self.member,)
-            ).fetchone()
-            alive = row is not None and bool(row[0])
-            if alive:
-                conn.execute(
-                    "UPDATE a2a_members SET heartbeat_at = now() WHERE id = %s", (self.member,)
-                )
-            else:
-                # Found dead (or late: nobody may have noticed yet, but anybody could
-                # have): what it held is given up, and it starts again holding nothing.
-                conn.execute(_RELEASE_ALL, (self.member,))
-                conn.execute(
-                    "INSERT INTO a2a_members (id, host, pid, lease_seconds, started_at,"
-                    " heartbeat_at) VALUES (%s, %s, %s, %s, now(), now())"
-                    " ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()",
-                    (self.member, socket.gethostname(), os.getpid(), self.lease_seconds),
-                )
-            if report is not None:
-                role, agents, stats = report
-                conn.execute(REPORT, (role, ",".join(agents), json.dumps(stats), self.member))
-            # The members table holds one row per process: the first EXISTS
-            # reads them (an idle beat reads N + 1 rows); the others are index
-            # probes that stop at the first row found.
-            found = conn.execute(
-                f"SELECT EXISTS (SELECT FROM a2a_members m WHERE NOT {LIVE}),"
-                " EXISTS (SELECT FROM queued_executions WHERE state = 'queued'"
-                " AND agent = ANY(%s)),"
-                " EXISTS (SELECT FROM push_outbox WHERE state = 'pending')",
-                (queued_agents,),
-            ).fetchone()
-            assert found is not None
-            return Beat(alive, bool(found[0]), bool(found[1]), bool(found[2]))
-
+        work = partial(
+            beat,
+            member=self.member,
+            lease_seconds=self.lease_seconds,
+            queued_agents=queued_agents,
+            report=report,
+        )
         listener = self._listener
-        outcome = await (listener.run(beat) if listener is not None else self._db.run(beat))
+        outcome = await (listener.run(work) if listener is not None else self._db.run(work))
         # Idle, the process holds its listening connection only.
         self._db.close_idle()
         return outcome
@@ -328,6 +314,57 @@ class PostgresCoordination(Coordination):
                 yield _PostgresWakeUps(listener)
             finally:
                 self._listener = None
+
+
+def beat(
+    conn: Connection,
+    member: str,
+    lease_seconds: float,
+    queued_agents: list[str],
+    report: Report | None,
+) -> Beat:
+    """One heartbeat of ``member``, in the caller's transaction: what it found.
+
+    It renews its own row and asks, through indexes, whether a member is dead,
+    work waits or webhooks are pending: a few rows, however many members there
+    are (under a few hundred, the planner reads the table's few pages whole).
+    """
+    # Alive (judged on the row as it was), it is renewed with its report in the
+    # same statement: one row version per beat.
+    renewal, values = "heartbeat_at = now()", []
+    if report is not None:
+        role, agents, stats = report
+        renewal += ", role = %s, agents = %s, stats = %s::json"
+        values = [role, ",".join(agents), json.dumps(stats)]
+    alive = (
+        conn.execute(
+            f"UPDATE a2a_members m SET {renewal} WHERE id = %s AND {LIVE} RETURNING true",
+            (*values, member),
+        ).fetchone()
+        is not None
+    )
+    if not alive:
+        # Found dead (or late: nobody may have noticed yet, but anybody could
+        # have): what it held is given up, and it starts again holding nothing.
+        conn.execute(_RELEASE_ALL, (member,))
+        conn.execute(
+            "INSERT INTO a2a_members (id, host, pid, lease_seconds, started_at,"
+            " heartbeat_at) VALUES (%s, %s, %s, %s, now(), now())"
+            " ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()",
+            (member, socket.gethostname(), os.getpid(), lease_seconds),
+        )
+        if values:
+            conn.execute(REPORT, (*values, member))
+    # Index probes that stop at the first row found.
+    found = conn.execute(
+        f"SELECT {SOMEONE_DEAD},"
+        " EXISTS (SELECT FROM queued_executions WHERE state = 'queued'"
+        " AND agent = ANY(%s)),"
+        " EXISTS (SELECT FROM push_outbox WHERE state = 'pending')",
+        (queued_agents,),
+    ).fetchone()
+    assert found is not None
+    return Beat(alive, bool(found[0]), bool(found[1]), bool(found[2]))
 
 
 #: Let every lease of a member go, waking their waiters.

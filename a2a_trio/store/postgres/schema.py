@@ -225,11 +225,21 @@ _MEMBERS_REPORT = (
     " ADD COLUMN agents text NOT NULL DEFAULT '', ADD COLUMN stats json",
 )
 
+# When each member's lease runs out, in order: a heartbeat asks for the
+# earliest only (a2a_trio.store.postgres.cluster.SOMEONE_DEAD) instead of
+# reading every member, which made the beats of N processes read N² rows.
+# ``timestamptz + interval`` is not immutable; in UTC the same instant is.
+_MEMBERS_BY_EXPIRY = (
+    "CREATE INDEX a2a_members_by_expiry ON a2a_members"
+    " (((heartbeat_at AT TIME ZONE 'UTC') + lease_seconds * interval '1 second'))",
+)
+
 MIGRATIONS: list[tuple[str, ...]] = [
     _V1,
     _V2,
     _HISTORY_OUT_OF_THE_ROW,
     _MEMBERS_REPORT,  # members report role, agents and counters (the console)
+    _MEMBERS_BY_EXPIRY,  # a heartbeat reads one member's expiry, not every member
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
