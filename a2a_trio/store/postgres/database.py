@@ -25,7 +25,7 @@ from psycopg.pq import TransactionStatus
 from ..outage import ReachabilityLog
 from ..url import PostgresLocation
 from .errors import ConnectionLost, DatabaseUnavailable, StatementTimeout
-from .pool_settings import PoolSettings as PoolSettings  # the listener and the store import it from here
+from .pool_settings import PoolSettings as PoolSettings  # re-exported: listener, store
 
 T = TypeVar("T")
 Connection = psycopg.Connection[tuple[Any, ...]]
