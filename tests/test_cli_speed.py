@@ -12,11 +12,13 @@ import sys
 from pathlib import Path
 
 import click
+import httpx
 import pytest
 
 from a2a_trio.cli import COMMANDS, main
 
-from .servers import free_port
+from .conftest import VERSION_HEADERS, user_message
+from .servers import ServerProcess, free_port
 from .test_cli import clean_env
 
 #: The server's stack and the parts of the client a JSON-RPC send never needs.
@@ -43,7 +45,12 @@ def imported(*args: str, cwd: Path) -> set[str]:
         text=True,
         timeout=60,
     )
-    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return import_lines(done.stderr)
+
+
+def import_lines(text: str) -> set[str]:
+    """The modules named by ``python -X importtime``'s lines in ``text``."""
+    lines = [line for line in text.splitlines() if line.startswith("import time:")]
     return {line.rsplit("|", 1)[1].strip() for line in lines}
 
 
@@ -69,3 +76,26 @@ def test_the_listed_summary_is_the_commands_own(name: str) -> None:
     command = main.get_command(click.Context(main), name)
     assert command is not None
     assert command.get_short_help_str(limit=1000) == COMMANDS[name].summary
+
+
+def test_serve_on_sqlite_never_imports_psycopg(tmp_path: Path) -> None:
+    # psycopg (0.3 s of CPU to import) is for postgresql:// URLs only: not at
+    # start, nor while a message is answered and the server stops.
+    def command(port: int) -> list[str]:
+        serve = ["-m", "a2a_trio.cli", "serve", "--bind", f"127.0.0.1:{port}"]
+        return [sys.executable, "-X", "importtime", *serve]
+
+    with ServerProcess.configured_app_served(tmp_path, command=command) as server:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {"message": user_message("hi")},
+        }
+        answer = httpx.post(
+            server.url + "/jsonrpc", json=body, headers=VERSION_HEADERS, trust_env=False
+        )
+        assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    modules = import_lines(server.output())
+    assert "a2a_trio.store.sqlite" in modules
+    assert loaded(modules, ("psycopg",)) == []

@@ -28,6 +28,7 @@ from a2a_trio.server import hypercorn_tcp, serve
 
 from .conftest import user_message
 from .servers import CARD_PATH, ServerProcess
+from .test_keep_alive import answer_status
 
 TIMEOUT = 10.0
 #: Connections racing their refusal: one in two or three stops a stock server.
@@ -129,6 +130,22 @@ async def test_a_connection_the_client_closes_is_closed_by_the_server_at_once(
 
         with trio.fail_after(2.0):
             assert await stream.receive_some() == b""
+
+
+async def test_a_connection_idle_after_a_quart_route_is_closed_after_the_keep_alive(
+    tmp_path: Path,
+) -> None:
+    # Stock hypercorn started the idle timer from the app's task, inside
+    # Quart's request, which quart-trio cancels when hypercorn tells it the
+    # request is over: the timer never ran, and the connection stayed open,
+    # idle, for as long as the client kept it (and SIGTERM waited the whole
+    # graceful_timeout for it: tests/test_shutdown_keep_alive.py).
+    with ServerProcess.configured_app_served(tmp_path, options=("--keep-alive", "1")) as server:
+        async with await trio.open_tcp_stream("127.0.0.1", server.port) as stream:
+            request = b"GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            assert await answer_status(stream, request) == b"HTTP/1.1 404 "
+            with trio.fail_after(TIMEOUT):
+                assert await stream.receive_some() == b""
 
 
 async def test_a_client_that_stops_reading_is_let_go(tmp_path: Path) -> None:

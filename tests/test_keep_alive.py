@@ -20,9 +20,9 @@ HTTPX_KEEPALIVE_EXPIRY = 5.0
 REQUEST = f"GET {CARD_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
 
 
-async def answer_status(stream: trio.SocketStream) -> bytes:
-    """Send the card request on ``stream``; the status line of the whole answer read."""
-    await stream.send_all(REQUEST)
+async def answer_status(stream: trio.SocketStream, request: bytes = REQUEST) -> bytes:
+    """Send ``request`` (the card's) on ``stream``; the status line of the whole answer read."""
+    await stream.send_all(request)
     received = b""
     while b"\r\n\r\n" not in received:
         chunk = await stream.receive_some(65536)

@@ -1,11 +1,11 @@
-"""hypercorn's trio TCP server with three faults mended, for a2a-trio's servers.
+"""hypercorn's trio TCP server with four faults mended, for a2a-trio's servers.
 
 hypercorn (0.17 and 0.18, the newest) serves each connection of its trio
 worker with a ``TCPServer``: a task that reads the socket and hands the
 bytes to the connection's protocol (HTTP/1.1, or HTTP/2 after an upgrade),
 in a nursery that also holds the protocol's tasks and an idle timer.
-:class:`MendedTCPServer` removes three faults of it, and adds a header
-timeout (4):
+:class:`MendedTCPServer` removes four faults of it (1, 2, 3, 5), and adds
+a header timeout (4):
 
 1. **One connection's fault ends the server.** An exception out of a
    connection's tasks leaves ``TCPServer.run`` and reaches the worker's
@@ -41,6 +41,14 @@ timeout (4):
    ``header_timeout`` seconds (:func:`install`), and on HTTP/1.1 each later
    request's head within that long of its first byte; only the wait between
    requests is ``keep_alive_timeout`` long.
+5. **After a Quart route, an idle connection has no idle timer.** hypercorn
+   starts the timer when a request ends, from the app's task, inside the
+   app's ``send`` of the answer's end; quart-trio cancels its request's
+   nursery, that task's, when hypercorn puts ``http.disconnect`` just before.
+   The timer, started in a cancelled scope, never ran: the connection stayed
+   open for as long as its client kept it (a 404 was enough), and SIGTERM
+   waited the whole ``graceful_timeout`` for it (15 s under ``a2a-trio
+   serve``, 0.2 s otherwise). Here the timer starts shielded.
 
 :func:`install` puts the class where hypercorn's trio worker finds it;
 :class:`a2a_trio.A2AApp` installs it when it is built (before the worker
@@ -122,9 +130,14 @@ class MendedTCPServer(TCPServer):
             await self._send(event.data)
         elif isinstance(event, Updated) and not self._reading:
             return  # a stream ending after the client left restarts no timer
+        elif isinstance(event, Updated):
+            self._between_requests = event.idle
+            # Fault 5: the idle timer is started by the task that sent the
+            # answer's end, the app's, under the app's cancel scopes; shielded,
+            # it starts even when the app is being cancelled.
+            with trio.CancelScope(shield=True):
+                await super().protocol_send(event)
         else:
-            if isinstance(event, Updated):
-                self._between_requests = event.idle
             await super().protocol_send(event)
 
     # -- 4: a request's head is timed apart from the wait between requests -------

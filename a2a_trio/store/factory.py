@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .base import Store
-from .postgres.database import PoolSettings
+from .postgres.pool_settings import PoolSettings
 from .sqlite import SqliteStore
 from .url import DatabaseLocation, PostgresLocation, SqliteLocation, parse_database_url
 

@@ -14,7 +14,6 @@ import shlex
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
@@ -26,27 +25,13 @@ from psycopg.pq import TransactionStatus
 from ..outage import ReachabilityLog
 from ..url import PostgresLocation
 from .errors import ConnectionLost, DatabaseUnavailable, StatementTimeout
+from .pool_settings import PoolSettings as PoolSettings  # re-exported: listener, store
 
 T = TypeVar("T")
 Connection = psycopg.Connection[tuple[Any, ...]]
 Params = Sequence[Any]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class PoolSettings:
-    """The ``[storage]`` knobs for PostgreSQL."""
-
-    size: int = 10
-    connect_timeout: float = 5.0
-    statement_timeout: float = 30.0
-    # How long a cancelled caller waits for the server to abandon its query before
-    # the connection is given up on instead of reused.
-    cancel_grace: float = 5.0
-    # A connection unused this long is closed (close_idle): an idle process
-    # holds none of the pool's.
-    idle_seconds: float = 30.0
 
 
 class Database:
