@@ -57,6 +57,9 @@ Two costs of every HTTP/1.1 request go too (5, 6); together they were some
    and both go in one write (:class:`MendedH11Protocol`), an empty write is
    none, and a write takes the lock without a schedule point when it is free.
 
+With them, :mod:`.hypercorn_disconnect` tells an app of its client's
+disconnect without a task of the app's waiting for it.
+
 :func:`install` puts the classes where hypercorn's trio worker finds them;
 :class:`a2a_trio.A2AApp` installs it when it is built (before the worker
 starts accepting), next to :func:`.hypercorn_h2.install`, for the hypercorn
@@ -72,11 +75,13 @@ from typing import Any
 import h11
 import hypercorn.protocol
 import hypercorn.trio.run
+import hypercorn.trio.tcp_server
 import trio
 from hypercorn.events import Closed, Event, RawData, Updated
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
 
+from . import hypercorn_disconnect
 from .hypercorn_h2 import SEND_PROGRESS, SEND_TIMEOUT, send_timeout_for, set_send_timeout
 from .hypercorn_release import mendable
 
@@ -297,6 +302,7 @@ def installed() -> bool:
     return (
         vars(hypercorn.trio.run)["TCPServer"] is MendedTCPServer
         and vars(hypercorn.protocol)["H11Protocol"] is MendedH11Protocol
+        and vars(hypercorn.trio.tcp_server)["TaskGroup"] is hypercorn_disconnect.MendedTaskGroup
     )
 
 
@@ -323,4 +329,5 @@ def install(
         # where ProtocolWrapper looks its HTTP/1.1 protocol up for each connection.
         setattr(hypercorn.trio.run, "TCPServer", MendedTCPServer)  # noqa: B010
         setattr(hypercorn.protocol, "H11Protocol", MendedH11Protocol)  # noqa: B010
+        hypercorn_disconnect.install()
     return installed()
