@@ -164,7 +164,7 @@ async def _measure(mode: str, seconds: int, warmup: int, connections: int, db: P
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "mode", nargs="?", default="jsonrpc", choices="jsonrpc rest stream grpc".split()
+        "mode", nargs="?", default="jsonrpc", choices=["jsonrpc", "rest", "stream", "grpc"]
     )
     parser.add_argument("--seconds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
