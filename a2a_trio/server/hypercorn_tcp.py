@@ -169,8 +169,12 @@ class MendedTCPServer(TCPServer):
     async def _send(self, data: bytes) -> None:
         if not data:  # h11 ends a body of declared length with no bytes
             return
+        # As trio.Lock.acquire, a cancelled task writes nothing (hypercorn's
+        # 500 for an app task cut off by the server's graceful_timeout, say);
+        # but a free lock is taken without a schedule point: the write makes one.
+        await trio.lowlevel.checkpoint_if_cancelled()
         lock = self.send_lock
-        try:  # no schedule point when the lock is free: the write makes one
+        try:
             lock.acquire_nowait()
         except trio.WouldBlock:
             await lock.acquire()
