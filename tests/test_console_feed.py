@@ -13,7 +13,7 @@ from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket_
 
 from a2a_trio.console import ConsoleSettings, FeedFilter, FeedHub
 
-from .conftest import user_message
+from .conftest import LiveServer, user_message
 from .console_helpers import TOKEN, console_server, events_until, feed, feed_url
 
 
@@ -58,8 +58,15 @@ async def test_feed_filters_by_task_and_kind(tmp_path: Path) -> None:
         assert event["state"] == "TASK_STATE_COMPLETED"
 
 
+async def _watched_once(server: LiveServer) -> None:
+    """A client came and went: for a minute the feed keeps everything for its resume."""
+    async with feed(server):
+        pass
+
+
 async def test_feed_resumes_after_a_sequence(tmp_path: Path) -> None:
     async with console_server(tmp_path) as (server, console, _):
+        await _watched_once(server)
         await server.jsonrpc("SendMessage", {"message": user_message("echo one")})
         middle = console.hub.seq
         await server.jsonrpc("SendMessage", {"message": user_message("echo two")})
@@ -72,6 +79,7 @@ async def test_feed_resumes_after_a_sequence(tmp_path: Path) -> None:
 async def test_feed_resume_past_the_backlog_starts_with_a_gap(tmp_path: Path) -> None:
     settings = ConsoleSettings(token=TOKEN, backlog=3, buffer=3)
     async with console_server(tmp_path, settings=settings) as (server, console, _):
+        await _watched_once(server)
         await server.jsonrpc("SendMessage", {"message": user_message("echo one")})
         last = console.hub.seq
         assert last > 4
@@ -85,6 +93,7 @@ async def test_feed_resume_past_the_backlog_starts_with_a_gap(tmp_path: Path) ->
 
 async def test_feed_resume_from_another_process_starts_with_a_gap(tmp_path: Path) -> None:
     async with console_server(tmp_path) as (server, console, _):
+        await _watched_once(server)
         await server.jsonrpc("SendMessage", {"message": user_message("echo one")})
         async with feed(server, "after=1&epoch=not-this-one") as ws:
             events = await events_until(ws, lambda e: e["seq"] == console.hub.seq)
@@ -172,6 +181,26 @@ async def test_a_waiting_subscriber_wakes_at_the_next_event() -> None:
         assert not got
         hub.publish({"kind": "task.status", "agent": "a", "task": "t", "state": None})
     assert json.loads(got[0])["seq"] == 1
+
+
+async def test_with_nobody_watching_events_are_counted_not_kept_and_a_resume_gets_a_gap() -> None:
+    hub = FeedHub()
+    hub.execution_started("a", "t", "")
+    hub.execution_ended("a", "t", "", None)
+    assert hub.seq == 2
+    subscriber = hub.subscribe(FeedFilter(), after=0, epoch=hub.epoch)
+    [gap] = await subscriber.next()
+    assert json.loads(gap)["kind"] == "feed.gap"
+    hub.execution_started("a", "u", "")  # watched now: kept
+    assert [json.loads(text)["seq"] for text in await subscriber.next()] == [3]
+
+
+async def test_a_client_that_left_a_minute_ago_or_less_resumes_without_a_loss() -> None:
+    hub = FeedHub()
+    hub.subscribe(FeedFilter()).close()
+    hub.execution_started("a", "t", "")
+    resumed = hub.subscribe(FeedFilter(), after=0, epoch=hub.epoch)
+    assert [json.loads(text)["kind"] for text in await resumed.next()] == ["execution.started"]
 
 
 def test_unknown_kinds_are_refused() -> None:

@@ -21,10 +21,14 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
+import trio.testing
 from hypercorn.config import Config
 
 from a2a_trio.config import Settings, build_app
 from a2a_trio.server import hypercorn_tcp, serve
+from a2a_trio.server.asgi import ClientGone, ProtocolRequest
+from a2a_trio.server.hypercorn_disconnect import EXTENSION as DISCONNECT_EXTENSION
+from a2a_trio.server.hypercorn_disconnect import Disconnect
 
 from .conftest import user_message
 from .servers import CARD_PATH, ServerProcess
@@ -221,3 +225,46 @@ async def _received_while_not_reading(url: str) -> int:
             while received < 2 * len(LARGE_TEXT) and (chunk := await stream.receive_some()):
                 received += len(chunk)
     return received
+
+
+def _request(extensions: dict[str, object]) -> ProtocolRequest:
+    async def never() -> dict[str, object]:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    scope = {"method": "POST", "path": "/", "headers": [], "extensions": extensions}
+    return ProtocolRequest(scope, never)
+
+
+async def test_a_blocking_call_hears_of_its_clients_disconnect_through_the_scope() -> None:
+    notice = Disconnect()
+    request = _request({DISCONNECT_EXTENSION: notice})
+    gone: list[bool] = []
+
+    async def call() -> None:
+        with pytest.raises(ClientGone):
+            await request.while_connected(trio.sleep_forever)
+        gone.append(True)
+
+    with trio.fail_after(TIMEOUT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call)
+            await trio.testing.wait_all_tasks_blocked()
+            notice.disconnected()
+        assert gone == [True]
+        # A client gone before the call began: it is cut short at once.
+        with pytest.raises(ClientGone):
+            await request.while_connected(trio.sleep_forever)
+
+
+async def test_a_call_whose_client_stays_gets_its_answer_and_leaves_no_scope_behind() -> None:
+    notice = Disconnect()
+    request = _request({DISCONNECT_EXTENSION: notice})
+
+    async def answer() -> str:
+        await trio.lowlevel.checkpoint()
+        return "answer"
+
+    assert await request.while_connected(answer) == "answer"
+    notice.disconnected()  # after the answer: cancels nothing
+    assert notice.gone

@@ -176,6 +176,8 @@ class FeedHub(Observer):
                 agent, share.task_id, share.new, [e for e in share.events if e.seq > done]
             )
         self._note_logged(agent, share.task_id, share.events[-1].seq)
+        if self._unwatched(len(share.events)):
+            return
         for event in share_events(agent, share, owner):
             self.publish(event)
 
@@ -217,15 +219,32 @@ class FeedHub(Observer):
     ) -> None:
         lane = notification.lane
         owner = self._owners.get((lane.agent, lane.task_id))
+        if self._unwatched(1):
+            return
         for event in attempt_events(notification, owner, outcome, status, error):
             self.publish(event)
 
     def execution_started(self, agent: str, task_id: str, owner: str) -> None:
         self._owner(agent, task_id, owner)
-        self.publish(execution_event("execution.started", agent, task_id, owner))
+        if not self._unwatched(1):
+            self.publish(execution_event("execution.started", agent, task_id, owner))
 
     def execution_ended(self, agent: str, task_id: str, owner: str, error: str | None) -> None:
-        self.publish(execution_event("execution.ended", agent, task_id, owner, error))
+        if not self._unwatched(1):
+            self.publish(execution_event("execution.ended", agent, task_id, owner, error))
+
+    def _unwatched(self, events: int) -> bool:
+        """Whether nobody watches: then ``events`` are numbered, but neither made nor kept.
+
+        The backlog goes with them, so that a resume from before them starts
+        with a ``feed.gap``. Building the events of every commit is most of
+        what the feed costs; unwatched, it costs nothing.
+        """
+        if self.watched:
+            return False
+        self.seq += events
+        self._backlog.clear()
+        return True
 
     def _owner(self, agent: str, task_id: str, owner: str | None) -> str | None:
         key = (agent, task_id)

@@ -7,7 +7,7 @@ never share a counter. docs/metrics.md lists every metric.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -104,6 +104,11 @@ class Metrics(Observer):
             registry=registry,
         )
         self._dropped_counted = 0
+        # The children of the labels seen so far: prometheus_client's labels()
+        # checks and joins the values, under a lock, at every call.
+        self._request_children: dict[tuple[str, str, str, str], tuple[Any, Any]] = {}
+        self._event_children: dict[tuple[str, str], Any] = {}
+        self._commit_children: dict[str, Any] = {}
         # A deployment of several processes on PostgreSQL (absent otherwise).
         self.queued = Gauge(
             "a2a_queued_executions",
@@ -139,13 +144,28 @@ class Metrics(Observer):
     def request(
         self, agent: str, binding: str, operation: str, outcome: str, seconds: float
     ) -> None:
-        self.requests.labels(agent, operation, binding, outcome).inc()
-        self.latency.labels(agent, operation, binding).observe(seconds)
+        key = (agent, operation, binding, outcome)
+        children = self._request_children.get(key)
+        if children is None:
+            children = self._request_children[key] = (
+                self.requests.labels(agent, operation, binding, outcome),
+                self.latency.labels(agent, operation, binding),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
 
     def committed(self, agent: str, share: Share, owner: str | None, seconds: float) -> None:
         for write in share.events:
-            self.events.labels(agent, write.kind).inc()
-        self.commit.labels(agent).observe(seconds)
+            counter = self._event_children.get((agent, write.kind))
+            if counter is None:
+                counter = self._event_children[agent, write.kind] = self.events.labels(
+                    agent, write.kind
+                )
+            counter.inc()
+        commit = self._commit_children.get(agent)
+        if commit is None:
+            commit = self._commit_children[agent] = self.commit.labels(agent)
+        commit.observe(seconds)
 
     def attempted(
         self,

@@ -32,6 +32,8 @@ from ..protocol import (
 from ..protocol.sse import KEEPALIVE, format_event
 from ..runtime import TaskEventStream
 from .body_budget import BudgetShare, unbudgeted
+from .hypercorn_disconnect import EXTENSION as DISCONNECT_EXTENSION
+from .hypercorn_disconnect import Disconnect
 
 __all__ = ["ClientGone", "EventStreamBody", "ProtocolRequest", "ProtocolResponse"]
 
@@ -156,8 +158,18 @@ class ProtocolRequest:
         """``await work()``; :class:`ClientGone` if the client disconnects first.
 
         Call it once the body is read: it then takes every message the
-        request receives, waiting for ``http.disconnect``.
+        request receives, waiting for ``http.disconnect`` -- unless the server
+        tells of the disconnect itself (:mod:`.hypercorn_disconnect`).
         """
+        notice = (self.scope.get("extensions") or {}).get(DISCONNECT_EXTENSION)
+        if isinstance(notice, Disconnect):
+            with trio.CancelScope() as gone:
+                notice.cancel_on_disconnect(gone)
+                try:
+                    return await work()
+                finally:
+                    notice.cancel_on_disconnect(None)
+            raise ClientGone
         done: list[T] = []
         failure: Exception | None = None
         async with trio.open_nursery() as nursery:

@@ -85,6 +85,7 @@ class _Reply:
         self.operation = "unknown"
         #: When the response began (its headers went out), by time.perf_counter().
         self.started_at: float | None = None
+        self._ended = False
 
     async def start(self) -> None:
         if not self.started:
@@ -102,16 +103,19 @@ class _Reply:
                 }
             )
 
-    async def message(self, message: Message) -> None:
+    async def message(self, message: Message, *, last: bool = False) -> None:
+        """One message; ``last``: the body ends with it (a unary answer), trailers follow."""
         await self.start()
         body = frame(message.SerializeToString())
-        await self._send({"type": "http.response.body", "body": body, "more_body": True})
+        self._ended = last
+        await self._send({"type": "http.response.body", "body": body, "more_body": not last})
 
     async def finish(
         self, code: GrpcStatus, text: str = "", details: status_pb2.Status | None = None
     ) -> None:
         await self.start()
-        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+        if not self._ended:
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
         await self._send(
             {
                 "type": "http.response.trailers",
@@ -220,7 +224,7 @@ async def _call(
     if isinstance(outcome, TaskEventStream):
         await _relay(outcome, receive, reply)
     else:
-        await reply.message(to_proto(outcome))
+        await reply.message(to_proto(outcome), last=True)
 
 
 async def _perform(

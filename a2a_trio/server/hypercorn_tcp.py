@@ -1,4 +1,4 @@
-"""hypercorn's trio TCP server with four faults mended, for a2a-trio's servers.
+"""hypercorn's trio TCP server with four faults mended, a header timeout and two costs cut.
 
 hypercorn (0.17 and 0.18, the newest) serves each connection of its trio
 worker with a ``TCPServer``: a task that reads the socket and hands the
@@ -50,7 +50,25 @@ a header timeout (4):
    waited the whole ``graceful_timeout`` for it (15 s under ``a2a-trio
    serve``, 0.2 s otherwise). Here the timer starts shielded.
 
-:func:`install` puts the class where hypercorn's trio worker finds it;
+Two costs of every HTTP/1.1 request go too (6, 7); together they were some
+15 % of the CPU a blocking SendMessage costs the server (docs/benchmarks.md):
+
+6. **An idle timer task per request.** hypercorn cancels the connection's
+   idle timer when a request begins and starts a new task for it (through
+   ``nursery.start``, with a lock) when the answer is done, and again at
+   the next request's first byte. Here one task per connection keeps the
+   timer, and a request only moves its deadline.
+7. **Three writes per answer.** hypercorn writes an answer's head, its
+   body and its end (no bytes at all, for a body of declared length) to the
+   socket one after another, each under a lock and two cancel scopes.
+   Here the head of an answer with a ``Content-Length`` waits for its body
+   and both go in one write (:class:`MendedH11Protocol`), an empty write is
+   none, and a write takes the lock without a schedule point when it is free.
+
+With them, :mod:`.hypercorn_disconnect` tells an app of its client's
+disconnect without a task of the app's waiting for it.
+
+:func:`install` puts the classes where hypercorn's trio worker finds them;
 :class:`a2a_trio.A2AApp` installs it when it is built (before the worker
 starts accepting), next to :func:`.hypercorn_h2.install`, for the hypercorn
 releases it was written against (:data:`.hypercorn_release.MENDED_VERSIONS`).
@@ -59,18 +77,23 @@ releases it was written against (:data:`.hypercorn_release.MENDED_VERSIONS`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
+import h11
+import hypercorn.protocol
 import hypercorn.trio.run
+import hypercorn.trio.tcp_server
 import trio
 from hypercorn.events import Closed, Event, RawData, Updated
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
 
+from . import hypercorn_disconnect
 from .hypercorn_h2 import SEND_PROGRESS, SEND_TIMEOUT, send_timeout_for, set_send_timeout
 from .hypercorn_release import mendable
 
-__all__ = ["HEADER_TIMEOUT", "MendedTCPServer", "install", "installed"]
+__all__ = ["HEADER_TIMEOUT", "MendedH11Protocol", "MendedTCPServer", "install", "installed"]
 
 #: Seconds a request line and headers may take (see the module docstring, 4).
 HEADER_TIMEOUT = 10.0
@@ -91,6 +114,8 @@ class MendedTCPServer(TCPServer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.send_timeout = send_timeout_for(self.app)
+        self._idle = _IdleTimer(self._idle_limit, self._initiate_server_close, self.context)
+        self.idle_task = self._idle  # type: ignore[assignment]  # hypercorn's calls fit
 
     # -- fault 1: a connection's fault closes that connection -------------------
 
@@ -105,10 +130,14 @@ class MendedTCPServer(TCPServer):
 
     async def _read_data(self) -> None:
         # hypercorn's loop (TCPServer._read_data), with the head's timer (4).
+        read_timeout = self.config.read_timeout
         while True:
             try:
-                with trio.fail_after(self.config.read_timeout or math.inf):
+                if not read_timeout:  # no deadline: no cancel scope per read
                     data = await self.stream.receive_some(MAX_RECV)
+                else:
+                    with trio.fail_after(read_timeout):
+                        data = await self.stream.receive_some(MAX_RECV)
             except (trio.ClosedResourceError, trio.BrokenResourceError, trio.TooSlowError):
                 break
             if data and self._between_requests and isinstance(self.protocol.protocol, H11Protocol):
@@ -123,7 +152,7 @@ class MendedTCPServer(TCPServer):
         # the connection ends with its last stream, and an idle timer would
         # only keep its socket open until it ran out.
         self._reading = False
-        await self.idle_task.stop()
+        self._idle.end()
 
     async def protocol_send(self, event: Event) -> None:
         if isinstance(event, RawData):
@@ -142,41 +171,156 @@ class MendedTCPServer(TCPServer):
 
     # -- 4: a request's head is timed apart from the wait between requests -------
 
-    async def _idle_timeout(self) -> None:
-        limit = self.config.keep_alive_timeout
+    def _idle_limit(self) -> float:
+        limit: float = self.config.keep_alive_timeout
         if not self._between_requests:
             limit = min(limit, self.header_timeout)
-        with trio.move_on_after(limit):
-            await self.context.terminated.wait()
-        with trio.CancelScope(shield=True):
-            await self._initiate_server_close()
+        return limit
 
-    # -- fault 3: a client that takes nothing is let go ---------------------------
+    # -- fault 3: a client that takes nothing is let go (and 7: writes cost less) --
 
     async def _send(self, data: bytes) -> None:
-        async with self.send_lock:
-            try:
-                # Shielded as hypercorn's: a write cut short by a cancellation
-                # would leave the client half a frame. Only its own deadline,
-                # which closes the connection, may cut it.
-                with trio.CancelScope(shield=True):
-                    await self._send_or_give_up(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                await self.protocol.handle(Closed())
+        if not data:  # h11 ends a body of declared length with no bytes
+            return
+        # As trio.Lock.acquire, a cancelled task writes nothing (hypercorn's
+        # 500 for an app task cut off by the server's graceful_timeout, say);
+        # but a free lock is taken without a schedule point: the write makes one.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        lock = self.send_lock
+        try:
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
+            await self._send_or_give_up(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            await self.protocol.handle(Closed())
+        finally:
+            lock.release()
 
     async def _send_or_give_up(self, data: bytes) -> None:
         view = memoryview(data)
         for start in range(0, len(view), SEND_PROGRESS):
-            with trio.move_on_after(self.send_timeout) as waiting:
+            # Shielded as hypercorn's: a write cut short by a cancellation
+            # would leave the client half a frame. Only its own deadline,
+            # which closes the connection, may cut it.
+            deadline = trio.current_time() + self.send_timeout
+            with trio.CancelScope(shield=True, deadline=deadline) as waiting:
                 await self.stream.send_all(view[start : start + SEND_PROGRESS])
             if waiting.cancelled_caught:
                 await trio.aclose_forcefully(self.stream)
                 raise trio.BrokenResourceError("the client stopped reading")
 
 
+class _IdleTimer:
+    """The connection's idle timer (6): hypercorn's ``TrioSingleTask``, with one task.
+
+    :meth:`restart` arms it (``limit()`` seconds from now), :meth:`stop`
+    disarms it while a request is served; armed, it closes the connection
+    when its time is up or when the worker is told to stop, as hypercorn's
+    timer task does. :meth:`end` lets its task go with the connection.
+    """
+
+    def __init__(
+        self,
+        limit: Callable[[], float],
+        close: Callable[[], Any],
+        context: Any,
+    ) -> None:
+        self._limit = limit
+        self._close = close
+        self._context = context
+        #: Its task's scope: its deadline is the timer's (inf while disarmed).
+        self._scope: trio.CancelScope | None = None
+        self._armed = False
+        #: Set when the timer is armed again after the worker was told to stop.
+        self._rearmed: trio.Event | None = None
+        self._ended = False
+
+    async def restart(self, task_group: Any, action: object = None) -> None:
+        """Arm the timer (``action``, hypercorn's timer function, is not needed)."""
+        if self._ended:
+            return
+        if self._scope is None:
+            self._scope = trio.CancelScope()
+            task_group.spawn(self._run)
+        self._armed = True
+        self._scope.deadline = trio.current_time() + self._limit()
+        if self._rearmed is not None:
+            self._rearmed.set()
+
+    async def stop(self) -> None:
+        """Disarm the timer: a request is being served."""
+        self._armed = False
+        if self._scope is not None:
+            self._scope.deadline = math.inf
+
+    def end(self) -> None:
+        """The connection is over: the timer's task ends, closing nothing."""
+        self._ended = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _run(self) -> None:
+        assert self._scope is not None
+        with self._scope:
+            terminated = self._context.terminated
+            while True:
+                await terminated.wait()
+                if self._armed:
+                    break
+                # Told to stop while a request is served: close once idle.
+                self._rearmed = trio.Event()
+                await self._rearmed.wait()
+        if not self._ended:
+            with trio.CancelScope(shield=True):
+                await self._close()
+
+
+class MendedH11Protocol(H11Protocol):
+    """hypercorn's ``H11Protocol``, writing an answer's head with its body (7).
+
+    The head of an answer that declares its length is held until the next
+    write, which the body (or, for an empty one, its end) makes at once.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._write = self.send
+        self.send = self._send_after_head
+        self._head = b""
+
+    async def _send_h11_event(self, event: Any) -> None:
+        if isinstance(event, h11.Response) and _declares_length(event.headers):
+            try:
+                self._head += self.connection.send(event)
+            except h11.LocalProtocolError:  # as hypercorn's
+                if self.connection.their_state != h11.ERROR:
+                    raise
+            return
+        await super()._send_h11_event(event)
+
+    async def _send_after_head(self, event: Event) -> None:
+        if self._head:
+            head, self._head = self._head, b""
+            if isinstance(event, RawData):
+                event = RawData(data=head + event.data)
+            else:
+                await self._write(RawData(data=head))
+        await self._write(event)
+
+
+def _declares_length(headers: Any) -> bool:
+    return any(name.lower() == b"content-length" for name, _ in headers)
+
+
 def installed() -> bool:
     """Whether hypercorn's trio worker serves connections with :class:`MendedTCPServer`."""
-    return vars(hypercorn.trio.run)["TCPServer"] is MendedTCPServer
+    return (
+        vars(hypercorn.trio.run)["TCPServer"] is MendedTCPServer
+        and vars(hypercorn.protocol)["H11Protocol"] is MendedH11Protocol
+        and vars(hypercorn.trio.tcp_server)["TaskGroup"] is hypercorn_disconnect.MendedTaskGroup
+    )
 
 
 def install(
@@ -198,6 +342,9 @@ def install(
         set_send_timeout(app, send_timeout)
     MendedTCPServer.header_timeout = header_timeout
     if mendable():
-        # Where worker_serve looks the class up when it starts listening.
+        # Where worker_serve looks the class up when it starts listening, and
+        # where ProtocolWrapper looks its HTTP/1.1 protocol up for each connection.
         setattr(hypercorn.trio.run, "TCPServer", MendedTCPServer)  # noqa: B010
+        setattr(hypercorn.protocol, "H11Protocol", MendedH11Protocol)  # noqa: B010
+        hypercorn_disconnect.install()
     return installed()
