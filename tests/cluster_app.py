@@ -13,6 +13,8 @@ sees what ran where and when.
             runs again
 ``ask``     INPUT_REQUIRED; any other follow-up completes with an artifact
 ``hold``    WORKING, then waits for good; notes the time it stopped when cancelled
+``silent``  (a follow-up) notes where it runs, then waits for good, recording nothing
+            (an agent still calling its model for the answer)
 
 Webhooks to 127.0.0.1 are allowed, retried after 0.1 s. ``CLUSTER_EXECUTION=queued``
 mounts the agent queued: ``a2a-trio worker`` processes run its executions.
@@ -48,6 +50,9 @@ class ClusterExecutor(AgentExecutor):
         updater = TaskUpdater(queue, context.task_id, context.context_id)
         command, _, rest = context.user_text().partition(" ")
         continuing = context.current_task is not None
+        if command == "silent":
+            note(f"{context.task_id}.silent.{NAME}", "")
+            await trio.sleep_forever()
         await updater.start_work()
         if command == "count":
             await self._count(context, updater)

@@ -585,6 +585,28 @@ async def test_unfinished_tasks_can_be_limited_to_one_agent(store: Store) -> Non
     assert len(await store.unfinished_tasks()) == 2
 
 
+async def test_a_paused_task_whose_follow_up_had_started_is_unfinished(store: Store) -> None:
+    # The follow-up is logged when its execution starts: a user's message after
+    # the last status is a continuation under way (or cut off by a crash).
+    paused = make_task("t-1", state=TaskState.INPUT_REQUIRED)
+    await create(store, paused)
+    await create(store, make_task("t-2", state=TaskState.INPUT_REQUIRED))
+    await record(store, following("t-1", user_said(paused, 2, said("t-1", 1, Role.AGENT))))
+    assert await store.unfinished_tasks() == []  # the agent's message: nothing to answer
+    await record(store, following("t-1", user_said(paused, 3, said("t-1", 2))))
+    [unfinished] = await store.unfinished_tasks()
+    assert (unfinished.task.id, unfinished.state, unfinished.last_seq) == (
+        "t-1",
+        TaskState.INPUT_REQUIRED,
+        3,
+    )
+    assert len(await store.unfinished_tasks(AGENT, task_id="t-1")) == 1
+    assert await store.unfinished_tasks(AGENT, task_id="t-2") == []
+    assert await store.unfinished_tasks("other") == []
+    await record(store, following("t-1", asking(paused, 4, said("t-1", 3, Role.AGENT))))
+    assert await store.unfinished_tasks() == []  # answered: paused again
+
+
 async def test_a_task_that_finished_is_no_longer_unfinished(store: Store) -> None:
     task = make_task("t-1")
     await create(store, task)

@@ -329,6 +329,34 @@ async def test_a_stream_whose_worker_is_killed_ends_with_the_failure(
     assert ids == [seq for (seq,) in logged], "the stream relays the log to its last event"
 
 
+async def test_a_follow_up_whose_worker_is_killed_before_its_first_event_is_answered_failed(
+    deployment: Deployment,
+) -> None:
+    # The follow-up is in the history once its execution starts; the worker
+    # dies while the agent works on it, before it records anything.
+    web = deployment.web[0]
+    asked = await rpc(web, "SendMessage", {"message": user_message("ask")})
+    task_id = asked["task"]["id"]
+    assert asked["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    answers: list[dict[str, Any]] = []
+
+    async def send() -> None:
+        follow_up = user_message("silent", taskId=task_id)
+        answers.append(await rpc(web, "SendMessage", {"message": follow_up}))
+
+    doomed = deployment.start_worker()
+    with trio.fail_after(LEASE_SECONDS + 20):
+        async with trio.open_nursery() as nursery:
+            with deployment.only(doomed):
+                nursery.start_soon(send)
+                await wait_for_file(deployment.directory / f"{task_id}.silent.{doomed.name}")
+            doomed.kill()
+    assert answers[0]["task"]["status"]["state"] == "TASK_STATE_FAILED", answers
+    stored = await rpc(web, "GetTask", {"id": task_id})
+    assert stored["status"]["state"] == "TASK_STATE_FAILED"
+    assert stored["history"][-1]["role"] == "ROLE_AGENT"  # the ending's message
+
+
 async def worker_killed_under(
     deployment: Deployment, web: ServerProcess, client: Callable[[], Awaitable[None]]
 ) -> None:

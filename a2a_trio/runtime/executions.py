@@ -248,7 +248,12 @@ class Executions:
         if stored is None or stored.state.is_final:
             return False
         if reason == ABANDONED and stored.state.is_interrupted:
-            return False  # paused as its execution left it: a message may continue it
+            # Paused as its execution left it (a message may continue it),
+            # unless a follow-up's execution had started: its message is in
+            # the log, unanswered, and nothing runs it any more.
+            started = await self.store.unfinished_tasks(self.name, task_id=live.task_id)
+            if not started:
+                return False
         live.feed.reset(stored.task, stored.last_seq)
         await self._recorder.end(live, state, reason)
         await self._recorder.publish(live)

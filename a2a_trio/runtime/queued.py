@@ -129,6 +129,12 @@ class QueuedExecutions:
             # Its last events before its end: a stream must relay them first.
             assert self._membership is not None
             await self._membership.read_back(live)
+            if outcome.error is not None and _cut_off(live, execution):
+                # Its worker died within the follow-up, before the agent recorded
+                # anything: the process that takes the task's lease ends it (FAILED);
+                # the waiters and streams hear that ending, not the old pause.
+                while live.feed.settled_seq <= execution.start_seq:
+                    await live.feed.wakeup.wait()
             if outcome.answer is not None:
                 execution.answer = Message.model_validate_json(outcome.answer)
             elif outcome.error is not None and not execution.first.is_set():
@@ -267,6 +273,18 @@ class QueuedExecutions:
                 except Exception:  # its web process learns it when this worker's lease ends
                     log.exception("agent %s: could not finish queued execution", host.name)
             done()
+
+
+def _cut_off(live: LiveTask, execution: Execution) -> bool:
+    """Whether the follow-up is in the task's log while the task shows it nothing since.
+
+    Its message was written when its execution started, and the task is
+    still as the message found it (paused): the execution stopped before
+    the agent's first status.
+    """
+    feed = live.feed
+    begun = execution.continuing and feed.last_seq > execution.start_seq
+    return begun and feed.settled_seq <= execution.start_seq
 
 
 def _context(task_id: str, request: dict[str, Any], stored: StoredTask | None) -> RequestContext:

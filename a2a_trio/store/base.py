@@ -155,8 +155,16 @@ class TaskLog(Protocol):
         """The owner's tasks, most recently updated first, by keyset pagination."""
 
     @abstractmethod
-    async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
-        """Tasks left SUBMITTED or WORKING: work that had a running executor."""
+    async def unfinished_tasks(
+        self, agent: str | None = None, *, task_id: str | None = None
+    ) -> list[StoredTask]:
+        """Tasks with work that had a running executor (of ``agent``; the task ``task_id``).
+
+        Those left SUBMITTED or WORKING, and those paused (INPUT_REQUIRED,
+        AUTH_REQUIRED) whose follow-up's execution had started: their log
+        holds a user's message after their last status (see
+        :func:`.queries.continued`).
+        """
 
 
 class Receipts(Protocol):

@@ -15,9 +15,11 @@ from ..protocol import TaskState
 
 __all__ = [
     "FINAL_STATES",
+    "PAUSED_STATES",
     "PUSH_CONFIG_COLUMNS",
     "UNFINISHED_STATES",
     "attempts",
+    "continued",
     "deliveries",
     "pending_lanes",
     "push_configs",
@@ -32,6 +34,8 @@ PUSH_CONFIG_COLUMNS = "task_id, id, owner, url, token, auth_scheme, auth_credent
 #: and of the finished ones (those ``prune`` may delete), as stored.
 UNFINISHED_STATES = [TaskState.SUBMITTED.value, TaskState.WORKING.value]
 FINAL_STATES = [state.value for state in TaskState if state.is_final]
+#: The states of the tasks paused for their client (INPUT_REQUIRED, AUTH_REQUIRED).
+PAUSED_STATES = [state.value for state in TaskState if state.is_interrupted]
 
 Query = tuple[str, list[object]]
 
@@ -50,6 +54,24 @@ def where(mark: str, *conditions: str, **equal: object) -> Query:
             clauses.append(f"{column} = {mark}")
             args.append(value)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+
+def continued(role: str) -> str:
+    """The condition that the paused task ``t`` had its follow-up's execution under way.
+
+    Its log holds a user's message after its last status (or task) event: the
+    follow-up is written when its execution starts, before the executor
+    runs, so the execution had started and recorded no status since. Left
+    so by a crash, the task is unfinished work, not a pause. ``role`` is the
+    backend's expression of the role in the payload of the message event
+    ``e``.
+    """
+    return (
+        "EXISTS (SELECT 1 FROM task_events e WHERE e.agent = t.agent AND e.task_id = t.id"
+        f" AND e.kind = 'message' AND {role} = 'ROLE_USER' AND e.seq > COALESCE("
+        "(SELECT max(s.seq) FROM task_events s WHERE s.agent = t.agent AND s.task_id = t.id"
+        " AND s.kind IN ('task', 'status')), 0))"
+    )
 
 
 def task_filters(

@@ -35,7 +35,7 @@ from ..coordination import (
 )
 from ..coordination import signal_payload as signal_payload
 from ..fleet import FleetView
-from ..queries import UNFINISHED_STATES
+from ..queries import PAUSED_STATES, UNFINISHED_STATES, continued
 from .database import Connection, Database
 from .fleet import REPORT, claim_duty, read_fleet, shared_setting, write_report
 from .listener import Listener
@@ -181,7 +181,9 @@ class PostgresCoordination(Coordination):
         def find(conn: Connection) -> list[Orphan]:
             _bury_local_dead(conn, self.member)
             if unleased:
-                rows = conn.execute(_UNLEASED, (UNFINISHED_STATES, agents, agents)).fetchall()
+                rows = conn.execute(
+                    _UNLEASED, (UNFINISHED_STATES, PAUSED_STATES, agents, agents)
+                ).fetchall()
             else:
                 rows = conn.execute(
                     "SELECT l.agent, l.task_id FROM a2a_members m"
@@ -370,14 +372,18 @@ def beat(
 #: Let every lease of a member go, waking their waiters.
 _RELEASE_ALL = _RELEASE.replace("token = ANY(%s)", "holder = %s")
 
+_CONTINUED = continued("e.payload->>'role'")
+
 #: At start-up: the agents' unfinished tasks without a live holder (none
 #: waiting in the queue), and every lease without one. Reads every unfinished
-#: task (index tasks_by_state) and every lease: once per start, not per beat.
+#: task (index tasks_by_state), the logs' ends of the paused ones (a follow-up
+#: under way: ``queries.continued``) and every lease: once per start, not per beat.
 _UNLEASED = f"""
     SELECT t.agent, t.id FROM tasks t
     LEFT JOIN task_leases l ON l.agent = t.agent AND l.task_id = t.id
     LEFT JOIN a2a_members m ON m.id = l.holder
-    WHERE t.state = ANY(%s) AND t.agent = ANY(%s) AND NOT {LIVE}
+    WHERE (t.state = ANY(%s) OR (t.state = ANY(%s) AND {_CONTINUED}))
+    AND t.agent = ANY(%s) AND NOT {LIVE}
     -- Handed back to the queue by a stopping worker: the next one runs it.
     AND NOT EXISTS (SELECT FROM queued_executions q WHERE q.agent = t.agent
         AND q.task_id = t.id AND q.state IN ('queued', 'claimed'))

@@ -240,12 +240,20 @@ class PostgresStore(Store):
         )
         return read_task_page(rows, page_size, total, order_key)
 
-    async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
-        clause, args = queries.where("%s", "state = ANY(%s)", agent=agent)
+    async def unfinished_tasks(
+        self, agent: str | None = None, *, task_id: str | None = None
+    ) -> list[StoredTask]:
+        continued = queries.continued("e.payload->>'role'")
+        clause, args = queries.where(
+            "%s",
+            f"(t.state = ANY(%s) OR (t.state = ANY(%s) AND {continued}))",
+            agent=agent,
+            id=task_id,
+        )
         rows = await self._fetchall(
-            "SELECT agent, id, owner, snapshot::text, last_seq, context_id, state FROM tasks"
+            "SELECT agent, id, owner, snapshot::text, last_seq, context_id, state FROM tasks t"
             f"{clause} ORDER BY updated_at, agent, id",
-            [queries.UNFINISHED_STATES, *args],
+            [queries.UNFINISHED_STATES, queries.PAUSED_STATES, *args],
         )
         return [read_task(row[0], row[1], row[2:]) for row in rows]
 

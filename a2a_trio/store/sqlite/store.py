@@ -247,11 +247,19 @@ class SqliteStore(Store):
         ).fetchall()
         return read_task_page(rows, page_size, total)
 
-    async def unfinished_tasks(self, agent: str | None = None) -> list[StoredTask]:
-        clause, args = queries.where("?", "state IN (?, ?)", agent=agent)
+    async def unfinished_tasks(
+        self, agent: str | None = None, *, task_id: str | None = None
+    ) -> list[StoredTask]:
+        continued = queries.continued("json_extract(e.payload, '$.role')")
+        clause, args = queries.where(
+            "?",
+            f"(t.state IN (?, ?) OR (t.state IN (?, ?) AND {continued}))",
+            agent=agent,
+            id=task_id,
+        )
         rows = self._reads.execute(
-            f"SELECT agent, id, owner, snapshot, last_seq, context_id, state FROM tasks{clause}",
-            [*queries.UNFINISHED_STATES, *args],
+            f"SELECT agent, id, owner, snapshot, last_seq, context_id, state FROM tasks t{clause}",
+            [*queries.UNFINISHED_STATES, *queries.PAUSED_STATES, *args],
         ).fetchall()
         return [read_task(row[0], row[1], row[2:]) for row in rows]
 
