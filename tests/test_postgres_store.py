@@ -107,6 +107,7 @@ async def test_a_new_database_is_migrated_to_the_current_version(
         "task_leases",
         "lane_leases",
         "queued_executions",
+        "retention_runs",
     }
 
 

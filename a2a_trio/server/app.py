@@ -24,6 +24,7 @@ from ..protocol.signing import CardSigner
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
 from ..runtime.cluster import Cluster
+from ..runtime.retention import Pruner, RetentionSettings, RetentionStats
 from ..store import SqliteStore, Store, checkpoint_periodically
 from ..store.factory import store_at
 from ..store.postgres import PoolSettings
@@ -137,6 +138,7 @@ class A2AApp(QuartTrio):
         push_settings: PushSettings | None = None,
         card_signer: CardSigner | None = None,
         console: bool = True,
+        retention: RetentionSettings | None = None,
     ) -> None:
         super().__init__(import_name)
         self.a2a_settings = settings or ServerSettings()
@@ -183,6 +185,12 @@ class A2AApp(QuartTrio):
         self._agents_served: list[str] = []
         #: Set by begin_shutdown: a queue worker (see work) stops.
         self._stop_working = trio.Event()
+        #: Finished work older than ``retention.max_age`` pruned on a schedule
+        #: (runtime.retention); the pruner while it runs.
+        self.retention = retention or RetentionSettings()
+        self.pruner: Pruner | None = None
+        #: What the pruners of this app did, across restarts (the metrics read it).
+        self.retention_stats = RetentionStats()
         #: The WAL checkpointer's scope and end, once it runs.
         self._checkpoints: tuple[trio.CancelScope, trio.Event] | None = None
         #: The nursery of the hosts, the push worker and the WAL checkpointer,
@@ -633,6 +641,10 @@ class A2AApp(QuartTrio):
             await hook()
         await services.start(self._run_checkpoints)
         await services.start(self._run_push)
+        if self.retention.enabled:
+            member = self.cluster.member if self.cluster is not None else None
+            self.pruner = Pruner(self.store, self.retention, member, self.retention_stats)
+            await services.start(self.pruner.run)
         for mount in self.mounts.values():
             await services.start(mount.host.run)
         if self.a2a_settings.freeze_gc and gc.get_freeze_count() == 0:
@@ -740,6 +752,9 @@ class A2AApp(QuartTrio):
         if self._push_scope is not None:
             self._push_scope.cancel()
             await self._push_stopped.wait()
+        if self.pruner is not None:  # a batch under way rolls back; the run's record closes
+            await self.pruner.stop()
+            self.pruner = None
         if self._checkpoints is not None:  # before the store closes under it
             scope, stopped = self._checkpoints
             scope.cancel()

@@ -24,6 +24,7 @@ from .browse import OutboxSummary, SummaryPage, TimelineEntry
 from .coordination import Coordination
 from .outbox_caps import OutboxCaps
 from .records import Delivery, Lane, LoggedEvent, Notification, Receipt, StoredTask, TaskPage
+from .retention import Retention
 from .rounds import Round, ShareOutcome
 from .space import StorageCondition
 
@@ -157,6 +158,11 @@ class Store(ABC):
         ``tasks``, ``events``, ``push_configs``, ``notifications``,
         ``attempts`` and ``receipts``.
         """
+
+    @property
+    def retention(self) -> Retention:
+        """Pruning in batches and the runs' lease (see :mod:`a2a_trio.store.retention`)."""
+        raise NotImplementedError
 
     # --- message receipts (retries, spec 3.3.1) ----------------------------------------
 

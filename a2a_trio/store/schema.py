@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import sqlite_utils
 
+from .sqlite_retention import create_retention_tables
+
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
 
@@ -154,6 +156,7 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v3,
     _v4,
     _history_out_of_the_row,
+    create_retention_tables,  # retention runs, one at a time (a2a_trio.store.retention)
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

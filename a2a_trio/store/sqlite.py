@@ -49,10 +49,12 @@ from .records import (
     read_task,
     read_task_page,
 )
+from .retention import prune_in_batches
 from .rounds import Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
 from .schema import SCHEMA_VERSION, migrate
 from .secrets import SecretBox, development_key
 from .space import StorageCondition, is_disk_full
+from .sqlite_retention import SqliteRetention
 
 __all__ = ["SqliteStore"]
 
@@ -537,6 +539,8 @@ class SqliteStore(Store):
         return [read_task(row[0], row[1], row[2:]) for row in rows]
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
+        if not dry_run:
+            return (await prune_in_batches(self.retention, older_than)).as_dict()
         cutoff = order_key(older_than)
         doomed = "SELECT agent, id FROM tasks WHERE updated_at < ? AND state IN (?, ?, ?, ?)"
         args = (cutoff, *queries.FINAL_STATES)
@@ -557,23 +561,11 @@ class SqliteStore(Store):
         counts["receipts"] = int(
             self._reads.execute(f"SELECT count(*) {receipts}", (cutoff,)).fetchone()[0]
         )
-        if dry_run or not any(counts.values()):
-            return counts
-        async with self._transaction() as conn:
-            conn.execute(f"DELETE {receipts}", (cutoff,))
-            conn.execute(
-                "DELETE FROM push_attempts WHERE outbox_id IN (SELECT id FROM push_outbox"
-                f" WHERE (agent, task_id) IN ({doomed}))",
-                args,
-            )
-            for table, column in (
-                ("push_outbox", "task_id"),
-                ("push_configs", "task_id"),
-                ("task_events", "task_id"),
-            ):
-                conn.execute(f"DELETE FROM {table} WHERE (agent, {column}) IN ({doomed})", args)
-            conn.execute(f"DELETE FROM tasks WHERE (agent, id) IN ({doomed})", args)
         return counts
+
+    @property
+    def retention(self) -> SqliteRetention:
+        return SqliteRetention(self._transaction, lambda: self._reads)
 
     # --- push notification configs -----------------------------------------
 

@@ -26,6 +26,7 @@ migrate it once.
 from __future__ import annotations
 
 from .database import Connection
+from .retention import RETENTION_TABLES
 
 #: The advisory lock held (for one transaction) while the schema is migrated:
 #: "a2a!" and 1. Another application on the database would have to pick the
@@ -230,6 +231,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
     _V2,
     _HISTORY_OUT_OF_THE_ROW,
     _MEMBERS_REPORT,  # members report role, agents and counters (the console)
+    RETENTION_TABLES,  # retention runs, one at a time (a2a_trio.store.retention)
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -40,6 +40,7 @@ from ..records import (
     read_task,
     read_task_page,
 )
+from ..retention import PRUNED_KINDS, prune_in_batches
 from ..rounds import Round, ShareOutcome
 from ..secrets import SecretBox
 from ..space import StorageCondition
@@ -48,6 +49,7 @@ from .cluster import PostgresCoordination
 from .database import Connection, Database, PoolSettings
 from .keys import development_key
 from .recording import HISTORY_ROWS, RefusedShare, insert_push_config, write_round
+from .retention import PostgresRetention
 from .schema import SCHEMA_VERSION, migrate, schema_version
 from .times import page_time, utc
 
@@ -272,10 +274,15 @@ class PostgresStore(Store):
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
         cutoff = utc(older_than)
-        query = _PRUNE_COUNT if dry_run else _PRUNE
-        row = await self._fetchone(query, {"cutoff": cutoff, "finals": queries.FINAL_STATES})
+        if not dry_run:
+            return (await prune_in_batches(self.retention, cutoff)).as_dict()
+        row = await self._fetchone(_PRUNE_COUNT, {"cutoff": cutoff, "finals": queries.FINAL_STATES})
         assert row is not None
-        return dict(zip(_PRUNED, (int(count) for count in row), strict=True))
+        return dict(zip(PRUNED_KINDS, (int(count) for count in row), strict=True))
+
+    @property
+    def retention(self) -> PostgresRetention:
+        return PostgresRetention(self._run)
 
     # --- message receipts (retries, spec 3.3.1) ----------------------------------------
 
@@ -514,9 +521,6 @@ _EVENTS_AFTER = (
     " AND seq > %s AND kind = ANY(%s::text[]) ORDER BY seq"
 )
 
-#: What prune counts, in the order its queries return them.
-_PRUNED = ("tasks", "events", "push_configs", "notifications", "attempts", "receipts")
-
 _DOOMED = "SELECT agent, id FROM tasks WHERE updated_at < %(cutoff)s AND state = ANY(%(finals)s)"
 
 _PRUNE_COUNT = f"""
@@ -529,34 +533,4 @@ _PRUNE_COUNT = f"""
         (SELECT count(*) FROM outbox),
         (SELECT count(*) FROM push_attempts WHERE outbox_id IN (SELECT id FROM outbox)),
         (SELECT count(*) FROM message_receipts WHERE created_at < %(cutoff)s)
-"""
-
-# One statement, one snapshot: the counts are exactly the rows deleted.
-_PRUNE = """
-    WITH doomed AS (
-        DELETE FROM tasks WHERE updated_at < %(cutoff)s AND state = ANY(%(finals)s)
-        RETURNING agent, id
-    ),
-    events AS (
-        DELETE FROM task_events WHERE (agent, task_id) IN (SELECT * FROM doomed) RETURNING 1
-    ),
-    configs AS (
-        DELETE FROM push_configs WHERE (agent, task_id) IN (SELECT * FROM doomed) RETURNING 1
-    ),
-    outbox AS (
-        DELETE FROM push_outbox WHERE (agent, task_id) IN (SELECT * FROM doomed) RETURNING id
-    ),
-    attempts AS (
-        DELETE FROM push_attempts WHERE outbox_id IN (SELECT id FROM outbox) RETURNING 1
-    ),
-    receipts AS (
-        DELETE FROM message_receipts WHERE created_at < %(cutoff)s RETURNING 1
-    )
-    SELECT
-        (SELECT count(*) FROM doomed),
-        (SELECT count(*) FROM events),
-        (SELECT count(*) FROM configs),
-        (SELECT count(*) FROM outbox),
-        (SELECT count(*) FROM attempts),
-        (SELECT count(*) FROM receipts)
 """
