@@ -177,18 +177,19 @@ class Pruner:
             with trio.move_on_after(settings.lease) as cleanup:
                 cleanup.shield = True  # the record is closed even when the run is cancelled
                 await retention.end_run(run, total, batches, largest, outcome, cutoff)
-        seconds = time.monotonic() - started
-        self.stats.runs += 1
-        self.stats.last_run_at, self.stats.last_run_seconds = time.time(), seconds
-        counts = ", ".join(f"{value} {name}" for name, value in total.as_dict().items())
-        log.info(
-            "retention: removed %s older than %s in %d batches (largest %d tasks), %.2f s",
-            counts,
-            _age(self.max_age),
-            batches,
-            largest,
-            seconds,
-        )
+            seconds = time.monotonic() - started
+            self.stats.runs += 1
+            self.stats.last_run_at, self.stats.last_run_seconds = time.time(), seconds
+            counts = ", ".join(f"{value} {name}" for name, value in total.as_dict().items())
+            log.info(
+                "retention: removed %s older than %s in %d batches (largest %d tasks), %.2f s%s",
+                counts,
+                _age(self.max_age),
+                batches,
+                largest,
+                seconds,
+                "" if outcome == "done" else " (stopped before the end)",
+            )
         return True
 
 
