@@ -35,6 +35,7 @@ from .server import (
 )
 from .server.cards import describe_failure, import_object
 from .store.postgres import PoolSettings
+from .store.retention import DEFAULT_BATCH
 from .store.url import (
     DATABASE_ENV,
     DEFAULT_URL,
@@ -119,7 +120,7 @@ class RetentionSection(_Section):
 
     max_age: Duration | None = Field(default=None, gt=0)
     interval: Duration = Field(default=3600.0, gt=0)
-    batch: int = Field(default=200, ge=1, le=10_000)
+    batch: int = Field(default=DEFAULT_BATCH, ge=1, le=10_000)
     pause: Duration = Field(default=0.05, ge=0)
 
     def settings(self) -> RetentionSettings:

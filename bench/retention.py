@@ -43,6 +43,8 @@ import httpx
 import psycopg
 from psycopg import sql
 
+from a2a_trio.store.retention import DEFAULT_BATCH
+
 from .common import REPO
 from .retention_seed import seed_old_tasks
 from .wrk import WrkCase, run_wrk
@@ -246,7 +248,7 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=60, help="measured seconds per window")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=DEFAULT_BATCH)
     parser.add_argument("--pause", type=float, default=0.05)
     parser.add_argument("--pg-url", default=SERVER, help="a PostgreSQL server on 127.0.0.1")
     args = parser.parse_args()

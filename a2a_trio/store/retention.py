@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: The batch of ``a2a-trio prune`` (and the default of ``[retention] batch``).
-DEFAULT_BATCH = 200
+DEFAULT_BATCH = 100
 
 
 @dataclass(frozen=True, slots=True)
