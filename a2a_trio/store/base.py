@@ -151,13 +151,13 @@ class Store(ABC):
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
         """Delete finished tasks last updated before ``older_than``, with everything of theirs.
 
-        In batches (:func:`~a2a_trio.store.retention.prune_in_batches`), each
-        its own transaction. Message receipts go by their own age: every receipt stored before
-        ``older_than``, whatever became of its task. Returns how many tasks,
-        events, push configs, notifications, delivery attempts and message
-        receipts went (or would go, with ``dry_run``), under the keys
-        ``tasks``, ``events``, ``push_configs``, ``notifications``,
-        ``attempts`` and ``receipts``.
+        In batches (:func:`~a2a_trio.store.retention.prune_in_batches`),
+        each its own transaction. Message receipts go by their own age: every
+        receipt stored before ``older_than``, whatever became of its task.
+        Returns how many tasks, events, push configs, notifications, delivery
+        attempts and message receipts went (or would go, with ``dry_run``),
+        under the keys ``tasks``, ``events``, ``push_configs``,
+        ``notifications``, ``attempts`` and ``receipts``.
         """
 
     @property

@@ -29,6 +29,7 @@ from .queries import FINAL_STATES
 
 __all__ = [
     "PRUNED_KINDS",
+    "RUN_COUNTS",
     "Pruned",
     "Retention",
     "RunRecord",
@@ -65,6 +66,8 @@ class Pruned:
 
 #: The kinds of rows a prune counts, in :class:`Pruned`'s order.
 PRUNED_KINDS = tuple(field.name for field in fields(Pruned))
+#: A run record's count columns, as renew_run and end_run write them.
+RUN_COUNTS = ("batches", "largest_batch", *PRUNED_KINDS)
 
 #: How a run ended: all done; stopped (its process shut down, or it lost its
 #: lease); abandoned (its process died: closed by the next run).

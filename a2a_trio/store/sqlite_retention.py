@@ -15,13 +15,22 @@ import sqlite_utils
 
 from ..protocol import utcnow
 from .records import order_key
-from .retention import Pruned, Retention, RunOutcome, RunRecord, doomed_tasks, read_run
+from .retention import (
+    RUN_COUNTS,
+    Pruned,
+    Retention,
+    RunOutcome,
+    RunRecord,
+    doomed_tasks,
+    read_run,
+)
 
 __all__ = ["SqliteRetention", "create_retention_tables"]
 
 Transaction = Callable[[], AbstractAsyncContextManager[sqlite3.Connection]]
 
-_COUNTS = "tasks, events, push_configs, notifications, attempts, receipts"
+#: ``batches = ?, largest_batch = ?`` and each count's ``= ?``.
+_SET_COUNTS = ", ".join(f"{name} = ?" for name in RUN_COUNTS)
 
 
 def create_retention_tables(db: sqlite_utils.Database) -> None:
@@ -37,9 +46,7 @@ def create_retention_tables(db: sqlite_utils.Database) -> None:
             expires_at TEXT NOT NULL,
             finished_at TEXT,
             outcome TEXT,
-            batches INTEGER NOT NULL DEFAULT 0,
-            largest_batch INTEGER NOT NULL DEFAULT 0,
-            {", ".join(f"{name} INTEGER NOT NULL DEFAULT 0" for name in _COUNTS.split(", "))}
+            {", ".join(f"{name} INTEGER NOT NULL DEFAULT 0" for name in RUN_COUNTS)}
         )
         """
     )
@@ -101,7 +108,7 @@ class SqliteRetention(Retention):
         expires = order_key(utcnow() + timedelta(seconds=lease_seconds))
         async with self._transaction() as conn:
             cursor = conn.execute(
-                f"UPDATE retention_runs SET expires_at = ?, {_assignments()}"
+                f"UPDATE retention_runs SET expires_at = ?, {_SET_COUNTS}"
                 " WHERE id = ? AND lease IS NOT NULL",
                 (expires, batches, largest, *pruned.as_dict().values(), run),
             )
@@ -119,7 +126,7 @@ class SqliteRetention(Retention):
         async with self._transaction() as conn:
             conn.execute(
                 f"UPDATE retention_runs SET lease = NULL, finished_at = ?, outcome = ?,"
-                f" {_assignments()} WHERE id = ? AND lease IS NOT NULL",
+                f" {_SET_COUNTS} WHERE id = ? AND lease IS NOT NULL",
                 (order_key(utcnow()), outcome, batches, largest, *pruned.as_dict().values(), run),
             )
             conn.execute(
@@ -130,15 +137,10 @@ class SqliteRetention(Retention):
         rows = (
             self._reads()
             .execute(
-                "SELECT id, holder, started_at, finished_at, outcome, batches, largest_batch,"
-                f" {_COUNTS} FROM retention_runs ORDER BY id DESC LIMIT ?",
+                "SELECT id, holder, started_at, finished_at, outcome,"
+                f" {', '.join(RUN_COUNTS)} FROM retention_runs ORDER BY id DESC LIMIT ?",
                 (limit,),
             )
             .fetchall()
         )
         return [read_run(row) for row in rows]
-
-
-def _assignments() -> str:
-    """``batches = ?, largest_batch = ?`` and each count's ``= ?``, in :class:`Pruned`'s order."""
-    return ", ".join(f"{name} = ?" for name in ("batches", "largest_batch", *_COUNTS.split(", ")))

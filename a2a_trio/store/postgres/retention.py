@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from ..records import order_key
 from ..retention import (
-    PRUNED_KINDS,
+    RUN_COUNTS,
     Pruned,
     Retention,
     RunOutcome,
@@ -39,9 +39,7 @@ RETENTION_TABLES = (
         expires_at timestamptz NOT NULL,
         finished_at timestamptz,
         outcome text,
-        batches integer NOT NULL DEFAULT 0,
-        largest_batch integer NOT NULL DEFAULT 0,
-        {", ".join(f"{name} bigint NOT NULL DEFAULT 0" for name in PRUNED_KINDS)}
+        {", ".join(f"{name} bigint NOT NULL DEFAULT 0" for name in RUN_COUNTS)}
     )
     """,
 )
@@ -79,8 +77,7 @@ _BATCH = f"""
         (SELECT count(*) FROM receipts)
 """
 
-_COUNTED = ("batches", "largest_batch", *PRUNED_KINDS)
-_SET_COUNTS = ", ".join(f"{name} = %s" for name in _COUNTED)
+_SET_COUNTS = ", ".join(f"{name} = %s" for name in RUN_COUNTS)
 
 
 class PostgresRetention(Retention):
@@ -156,7 +153,7 @@ class PostgresRetention(Retention):
         def read(conn: Connection) -> list[RunRecord]:
             rows = conn.execute(
                 "SELECT id, holder, started_at, finished_at, outcome,"
-                f" {', '.join(_COUNTED)} FROM retention_runs ORDER BY id DESC LIMIT %s",
+                f" {', '.join(RUN_COUNTS)} FROM retention_runs ORDER BY id DESC LIMIT %s",
                 (limit,),
             ).fetchall()
             return [
