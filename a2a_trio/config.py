@@ -122,6 +122,7 @@ class RetentionSection(_Section):
     interval: Duration = Field(default=3600.0, gt=0)
     batch: int = Field(default=DEFAULT_BATCH, ge=1, le=10_000)
     pause: Duration = Field(default=0.05, ge=0)
+    share: float = Field(default=0.2, gt=0, le=1)
 
     def settings(self) -> RetentionSettings:
         return RetentionSettings(**self.model_dump())

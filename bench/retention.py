@@ -66,6 +66,7 @@ max_age = "1d"
 interval = "{interval}s"
 batch = {batch}
 pause = "{pause}s"
+share = {share}
 """
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
@@ -191,7 +192,9 @@ def measure(backend: str, args: argparse.Namespace, directory: Path) -> dict[str
         interval = args.warmup + 1
         pruning.write_text(
             CONFIG.format(url=database)
-            + RETENTION.format(interval=interval, batch=args.batch, pause=args.pause)
+            + RETENTION.format(
+                interval=interval, batch=args.batch, pause=args.pause, share=args.share
+            )
         )
         before = old_tasks(database)
         lines_before = len(RUN_LINE.findall(log.read_text()))
@@ -250,6 +253,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--batch", type=int, default=DEFAULT_BATCH)
     parser.add_argument("--pause", type=float, default=0.05)
+    parser.add_argument("--share", type=float, default=0.2)
     parser.add_argument("--pg-url", default=SERVER, help="a PostgreSQL server on 127.0.0.1")
     args = parser.parse_args()
     if shutil.which("wrk") is None:

@@ -232,9 +232,12 @@ def test_retention_is_configured_in_a2a_toml(tmp_path: Path) -> None:
     config = tmp_path / "a2a.toml"
     config.write_text(
         '[retention]\nmax_age = "30d"\ninterval = "15m"\nbatch = 500\npause = "250ms"\n'
+        "share = 0.5\n"
     )
     loaded = load_settings(config).retention.settings()
-    assert loaded == RetentionSettings(max_age=30 * DAY, interval=900.0, batch=500, pause=0.25)
+    assert loaded == RetentionSettings(
+        max_age=30 * DAY, interval=900.0, batch=500, pause=0.25, share=0.5
+    )
     config.write_text("[retention]\nmax_age = 3600\n")
     assert load_settings(config).retention.max_age == 3600.0
     config.write_text('[retention]\nmax_age = "a month"\n')

@@ -4,9 +4,10 @@ Every ``interval`` (the first time within a minute of its start) the pruner
 of each serving process asks for the retention lease
 (:meth:`~a2a_trio.store.retention.Retention.begin_run`); the one that gets
 it prunes in batches of ``batch`` tasks, each batch its own short
-transaction, and pauses between them (``pause``, and at least four times
-as long as the batch took), so that the deployment's writes get the
-database at least four fifths of the time. The others find the lease
+transaction, and pauses between them (``pause``, and long enough that the
+batches take at most ``share`` of the time: four times as long as the
+batch, by default), so that the deployment's writes get the database most
+of the time. The others find the lease
 held and try again at their next interval. Each run writes one INFO line:
 what it removed and how long it took.
 """
@@ -35,11 +36,6 @@ log = logging.getLogger("a2a_trio.retention")
 
 #: Seconds after its start within which a process makes its first run.
 FIRST_RUN_WITHIN = 60.0
-#: The most of the time a run spends in batches: each pause is at least four
-#: times as long as the batch before it. On SQLite a batch holds the serving
-#: process's event loop: measured under load (bench/retention.py), batches
-#: of 200 half the time cost requests 2.4 times their p99, a quarter 1.9.
-BUSY_SHARE = 0.2
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*")
@@ -70,8 +66,15 @@ class RetentionSettings:
     interval: float = 3600.0
     #: Tasks per transaction (each with its events, configs and outbox rows).
     batch: int = DEFAULT_BATCH
-    #: Least pause between batches (each pause is at least four times its batch).
+    #: Least pause between batches.
     pause: float = 0.05
+    #: The most of the time a run spends in batches: each pause is at least
+    #: ``(1 - share) / share`` times as long as the batch before it (0.2: four
+    #: times). On SQLite a batch holds the serving process's event loop:
+    #: measured under load (bench/retention.py), batches of 200 half the time
+    #: cost requests 2.4 times their p99, a quarter 1.9. A batch on PostgreSQL
+    #: waits on its own connection, and half the time cost nothing measurable.
+    share: float = 0.2
     #: How long a run's lease lasts without renewal (renewed after every batch).
     lease: float = 60.0
 
@@ -167,7 +170,7 @@ class Pruner:
             ):
                 log.warning("retention: the run's lease ran out; stopping (another may run)")
                 return False
-            await trio.sleep(max(settings.pause, took * (1 - BUSY_SHARE) / BUSY_SHARE))
+            await trio.sleep(max(settings.pause, took * (1 - settings.share) / settings.share))
             run.batch_started = time.monotonic()
             return True
 
