@@ -12,9 +12,9 @@ import difflib
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
 
 from .console import ConsoleSettings, attach_console
 from .protocol.limits import DEPTH_CEILING, Limits
@@ -22,6 +22,7 @@ from .protocol.operations import describe_problem
 from .protocol.signing import CardSigner, SigningAlgorithm
 from .push import PushSettings
 from .runtime import HostSettings
+from .runtime.retention import RetentionSettings, duration_seconds
 from .server import (
     A2AApp,
     ApiKeyAuthenticator,
@@ -34,6 +35,7 @@ from .server import (
 )
 from .server.cards import describe_failure, import_object
 from .store.postgres import PoolSettings
+from .store.retention import DEFAULT_BATCH
 from .store.url import (
     DATABASE_ENV,
     DEFAULT_URL,
@@ -107,6 +109,27 @@ class WorkerSection(_Section):
     #: A worker's storage.pool_size: its executions' events are committed in
     #: rounds, a few connections at most.
     pool_size: int = Field(default=4, ge=1, le=1000)
+
+
+#: Seconds, or a duration with its unit: "30d", "12h", "15m", "90s", "250ms".
+Duration = Annotated[float, BeforeValidator(duration_seconds)]
+
+
+class RetentionSection(_Section):
+    """Finished tasks pruned on a schedule inside the server (docs/deployment.md, "Retention").
+
+    Off unless ``max_age`` is set: what a deployment must keep, and for how
+    long, is its own decision; a default would delete someone's records.
+    """
+
+    max_age: Duration | None = Field(default=None, gt=0)
+    interval: Duration = Field(default=3600.0, gt=0)
+    batch: int = Field(default=DEFAULT_BATCH, ge=1, le=10_000)
+    pause: Duration = Field(default=0.05, ge=0)
+    share: float = Field(default=0.2, gt=0, le=1)
+
+    def settings(self) -> RetentionSettings:
+        return RetentionSettings(**self.model_dump())
 
 
 class RuntimeSettings(_Section):
@@ -249,6 +272,7 @@ class Settings(_Section):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     cluster: ClusterSection = Field(default_factory=ClusterSection)
     worker: WorkerSection = Field(default_factory=WorkerSection)
+    retention: RetentionSection = Field(default_factory=RetentionSection)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
     limits: LimitsSection = Field(default_factory=LimitsSection)
     server: ServerSection = Field(default_factory=ServerSection)
@@ -416,6 +440,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
         ),
         push_settings=PushSettings(**push),
         card_signer=_card_signer(settings.signing),
+        retention=settings.retention.settings(),
     )
     authenticators = {
         name: _authenticator(name, scheme) for name, scheme in settings.security_schemes.items()

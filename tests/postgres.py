@@ -39,7 +39,7 @@ BACKENDS = ("sqlite", "postgresql")
 #: The tables that hold data (not the schema version, not the development key).
 DATA_TABLES = (
     "tasks, task_events, push_configs, push_outbox, push_attempts, message_receipts,"
-    " a2a_members, task_leases, lane_leases, queued_executions"
+    " a2a_members, task_leases, lane_leases, queued_executions, retention_runs"
 )
 
 

@@ -107,6 +107,7 @@ async def test_a_new_database_is_migrated_to_the_current_version(
         "task_leases",
         "lane_leases",
         "queued_executions",
+        "retention_runs",
     }
 
 
@@ -477,3 +478,33 @@ async def test_members_of_a_database_from_before_member_reports_read_back_after_
     finally:
         await store.aclose()
     assert stored_version(empty_database) == SCHEMA_VERSION
+
+
+async def test_a_database_at_the_members_expiry_index_gains_the_retention_runs_next(
+    empty_database: PostgresLocation,
+) -> None:
+    from a2a_trio.store.postgres.schema import MIGRATIONS
+
+    # Version 5 (the index on when members' leases run out) came first; the
+    # retention runs are the step after it, so a database at 5 gets them on open.
+    [expiry] = [n for n, m in enumerate(MIGRATIONS) if any("a2a_members_by_expiry" in s for s in m)]
+    [runs] = [n for n, m in enumerate(MIGRATIONS) if any("retention_runs" in s for s in m)]
+    assert (expiry, runs) == (4, 5)
+    with admin_connect(empty_database) as admin:
+        admin.execute(
+            "CREATE TABLE a2a_schema (one boolean PRIMARY KEY DEFAULT true CHECK (one),"
+            " version integer NOT NULL)"
+        )
+        for statements in MIGRATIONS[:runs]:
+            for statement in statements:
+                admin.execute(statement)
+        admin.execute("INSERT INTO a2a_schema (version) VALUES (%s)", (runs,))
+    store = PostgresStore(empty_database)
+    await store.open()
+    try:
+        run = await store.retention.begin_run("me", 60.0)
+        assert run is not None
+        assert [record.holder for record in await store.retention.runs()] == ["me"]
+    finally:
+        await store.aclose()
+    assert stored_version(empty_database) == SCHEMA_VERSION == runs + 1

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from ..protocol import TaskState
+from ..runtime.retention import RetentionStats
 from ..store import Notification, Share
 from ..store.observer import Observer
+from ..store.retention import PRUNED_KINDS
 
 if TYPE_CHECKING:
     from ..runtime.cluster import Cluster
@@ -133,6 +135,36 @@ class Metrics(Observer):
             ["role"],
             registry=registry,
         )
+        # The pruner (runtime.retention), when retention.max_age is set.
+        self.pruned = Counter(
+            "a2a_retention_pruned",
+            "Rows this process's pruner removed, by kind (tasks, events, push_configs,"
+            " notifications, attempts, receipts).",
+            ["kind"],
+            registry=registry,
+        )
+        self.prune_batches = Counter(
+            "a2a_retention_batches",
+            "Prune transactions this process's pruner committed.",
+            registry=registry,
+        )
+        self.prune_busy = Counter(
+            "a2a_retention_lease_busy",
+            "Times this process's pruner found another process's run holding the lease.",
+            registry=registry,
+        )
+        self.prune_last_run = Gauge(
+            "a2a_retention_last_run_timestamp_seconds",
+            "When this process's last retention run ended (0: none yet).",
+            registry=registry,
+        )
+        self.prune_last_seconds = Gauge(
+            "a2a_retention_last_run_seconds",
+            "How long this process's last retention run took.",
+            registry=registry,
+        )
+        self._pruned_children = {kind: self.pruned.labels(kind) for kind in PRUNED_KINDS}
+        self._pruned_counted = RetentionStats()
         self.listening = Gauge(
             "a2a_cluster_listening",
             "1 while this process's wake-up connection (LISTEN) is up, else 0.",
@@ -200,9 +232,21 @@ class Metrics(Observer):
         self.feed_clients.set(len(hub.subscribers))
         self.feed_dropped.inc(hub.dropped - self._dropped_counted)
         self._dropped_counted = hub.dropped
+        self._read_pruner(app.retention_stats)
         if app.cluster is not None:
             await self._read_fleet(app.cluster)
         return generate_latest(self.registry)
+
+    def _read_pruner(self, stats: RetentionStats) -> None:
+        counted = self._pruned_counted
+        before = counted.pruned.as_dict()
+        for kind, value in stats.pruned.as_dict().items():
+            self._pruned_children[kind].inc(value - before[kind])
+        self.prune_batches.inc(stats.batches - counted.batches)
+        self.prune_busy.inc(stats.busy - counted.busy)
+        self._pruned_counted = RetentionStats(stats.pruned, stats.batches, busy=stats.busy)
+        self.prune_last_run.set(stats.last_run_at)
+        self.prune_last_seconds.set(stats.last_run_seconds)
 
     async def _read_fleet(self, cluster: Cluster) -> None:
         self.listening.set(1 if cluster.listening else 0)

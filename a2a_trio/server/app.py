@@ -26,6 +26,7 @@ from ..protocol.signing import CardSigner
 from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
 from ..runtime.cluster import Cluster
+from ..runtime.retention import RetentionSettings, RetentionStats
 from ..store import Store
 from ..store.postgres import PoolSettings
 from ..store.url import DatabaseLocation
@@ -85,7 +86,9 @@ class A2AApp(QuartTrio):
         app.mount("/echo", card=my_card, executor=EchoExecutor(), name="echo")
 
     With a ``card_signer`` every card and extended card is served signed
-    (spec 8.4). Unless ``console`` is False, the app serves the operator
+    (spec 8.4). With a ``retention`` whose ``max_age`` is set, finished work
+    older than that is pruned on a schedule while the app serves
+    (:mod:`a2a_trio.runtime.retention`). Unless ``console`` is False, the app serves the operator
     console and ``/metrics`` with their defaults when it starts, as an app
     built from a2a.toml does (an :func:`~a2a_trio.console.attach_console` of
     your own before then takes their place). Serve it with ``a2a-trio serve
@@ -109,6 +112,7 @@ class A2AApp(QuartTrio):
         push_settings: PushSettings | None = None,
         card_signer: CardSigner | None = None,
         console: bool = True,
+        retention: RetentionSettings | None = None,
     ) -> None:
         super().__init__(import_name)
         self.a2a_settings = settings or ServerSettings()
@@ -142,6 +146,7 @@ class A2AApp(QuartTrio):
             lease_seconds=lease_seconds,
             secret_key=secret_key,
             push_settings=self.push_settings,
+            retention=retention or RetentionSettings(),
             freeze_gc=self.a2a_settings.freeze_gc,
         )
         #: Called once the store is open (and the cluster joined), before the
@@ -192,6 +197,16 @@ class A2AApp(QuartTrio):
     def cluster(self) -> Cluster | None:
         """This process's membership when several serve the database (PostgreSQL)."""
         return self.lifespan.cluster
+
+    @property
+    def retention(self) -> RetentionSettings:
+        """When finished work is pruned (``retention=``; off unless ``max_age`` is set)."""
+        return self.lifespan.retention
+
+    @property
+    def retention_stats(self) -> RetentionStats:
+        """What this app's pruners did, across restarts (the metrics read it)."""
+        return self.lifespan.retention_stats
 
     @property
     def role(self) -> str:

@@ -2,10 +2,10 @@
 
 While the app serves (its ASGI lifespan) or works (a queue worker), its
 services run in one nursery of its own: this process's membership of the
-cluster (on PostgreSQL), the WAL checkpointer (on SQLite), the push worker and
-every agent's host. They start in that order and stop in the reverse one, the
-hosts first, within their grace; docs/configuration.md says when the grace
-begins.
+cluster (on PostgreSQL), the WAL checkpointer (on SQLite), the push worker,
+the pruner (when ``retention.max_age`` is set) and every agent's host. They
+start in that order and stop in the reverse one, the hosts first, within
+their grace; docs/configuration.md says when the grace begins.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import trio
 
 from ..push import PushDispatcher, PushSettings
 from ..runtime.cluster import Cluster
+from ..runtime.retention import Pruner, RetentionSettings, RetentionStats
 from ..store import SqliteStore, Store, checkpoint_periodically
 from ..store.factory import store_at
 from ..store.postgres import PoolSettings
@@ -50,6 +51,7 @@ class Lifespan:
         lease_seconds: float,
         secret_key: str | bytes | None,
         push_settings: PushSettings,
+        retention: RetentionSettings,
         freeze_gc: bool,
     ) -> None:
         self._mounts = mounts
@@ -67,6 +69,12 @@ class Lifespan:
         #: This process's membership when several serve the database (PostgreSQL).
         self.cluster: Cluster | None = None
         self._cluster_stopped = trio.Event()
+        #: Finished work older than ``retention.max_age`` pruned on a schedule
+        #: (runtime.retention); the pruner while it runs.
+        self.retention = retention
+        self.pruner: Pruner | None = None
+        #: What the pruners of this app did, across restarts (the metrics read it).
+        self.retention_stats = RetentionStats()
         #: The agents this process serves (all of them unless it works on a few).
         self._agents_served: list[str] = []
         #: Set by begin_shutdown: a queue worker (see work) stops.
@@ -157,6 +165,10 @@ class Lifespan:
             await hook()
         await nursery.start(self._run_checkpoints)
         await nursery.start(self._run_push)
+        if self.retention.enabled:
+            member = self.cluster.member if self.cluster is not None else None
+            self.pruner = Pruner(self.store, self.retention, member, self.retention_stats)
+            await nursery.start(self.pruner.run)
         for mount in self._mounts.values():
             await nursery.start(mount.host.run)
         if self._freeze_gc and gc.get_freeze_count() == 0:
@@ -225,8 +237,8 @@ class Lifespan:
         self._stop_working.set()
 
     async def stop(self) -> None:
-        """Stop the hosts (within their grace), then the push worker, the checkpointer
-        and the cluster membership."""
+        """Stop the hosts (within their grace), then the push worker, the pruner, the
+        checkpointer and the cluster membership."""
         self.stopping.set()
         async with trio.open_nursery() as nursery:
             for mount in self._mounts.values():
@@ -236,6 +248,9 @@ class Lifespan:
         if self._push_scope is not None:
             self._push_scope.cancel()
             await self._push_stopped.wait()
+        if self.pruner is not None:  # a batch under way rolls back; the run's record closes
+            await self.pruner.stop()
+            self.pruner = None
         if self._checkpoints is not None:  # before the store closes under it
             scope, stopped = self._checkpoints
             scope.cancel()

@@ -31,6 +31,7 @@ from .browse import OutboxSummary, SummaryPage, TimelineEntry
 from .coordination import Coordination
 from .outbox_caps import OutboxCaps
 from .records import Delivery, Lane, LoggedEvent, Notification, Receipt, StoredTask, TaskPage
+from .retention import Retention
 from .rounds import Round, ShareOutcome
 from .space import StorageCondition
 
@@ -316,19 +317,30 @@ class Browse(Protocol):
 
 
 class Pruning(Protocol):
-    """Forgetting what finished long ago."""
+    """Forgetting what finished long ago: at once (``a2a-trio prune``) or on a schedule.
+
+    Both delete through :attr:`retention`'s batches, each its own short
+    transaction (see :mod:`a2a_trio.store.retention`).
+    """
 
     @abstractmethod
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
         """Delete finished tasks last updated before ``older_than``, with everything of theirs.
 
-        Message receipts go by their own age: every receipt stored before
-        ``older_than``, whatever became of its task. Returns how many tasks,
-        events, push configs, notifications, delivery attempts and message
-        receipts went (or would go, with ``dry_run``), under the keys
-        ``tasks``, ``events``, ``push_configs``, ``notifications``,
-        ``attempts`` and ``receipts``.
+        In batches (:func:`~a2a_trio.store.retention.prune_in_batches`),
+        each its own transaction. Message receipts go by their own age: every
+        receipt stored before ``older_than``, whatever became of its task.
+        Returns how many tasks, events, push configs, notifications, delivery
+        attempts and message receipts went (or would go, with ``dry_run``),
+        under the keys ``tasks``, ``events``, ``push_configs``,
+        ``notifications``, ``attempts`` and ``receipts``.
         """
+
+    @property
+    @abstractmethod
+    def retention(self) -> Retention:
+        """Pruning in batches and the runs' lease (the scheduled pruner's, see
+        :mod:`a2a_trio.runtime.retention`)."""
 
 
 class Store(Lifetime, TaskLog, Receipts, PushConfigs, Outbox, Browse, Pruning, ABC):

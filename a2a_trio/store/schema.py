@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import sqlite_utils
 
+from .retention import RUN_COUNTS
+
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
 
@@ -148,12 +150,34 @@ def _history_out_of_the_row(db: sqlite_utils.Database) -> None:
     )
 
 
+def _retention_runs(db: sqlite_utils.Database) -> None:
+    # The retention runs' records (``lease`` is 'held' while one runs: one at
+    # a time; a2a_trio.store.retention), and the outbox by task, which a
+    # prune batch deletes by.
+    db.execute(
+        f"""
+        CREATE TABLE IF NOT EXISTS retention_runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            holder TEXT NOT NULL,
+            lease TEXT UNIQUE,
+            started_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            finished_at TEXT,
+            outcome TEXT,
+            {", ".join(f"{name} INTEGER NOT NULL DEFAULT 0" for name in RUN_COUNTS)}
+        )
+        """
+    )
+    db.execute("CREATE INDEX IF NOT EXISTS push_outbox_by_task ON push_outbox (agent, task_id, id)")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [
     _v1,
     _v2,
     _v3,
     _v4,
     _history_out_of_the_row,
+    _retention_runs,  # retention runs, one at a time (a2a_trio.store.retention)
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -25,6 +25,7 @@ migrate it once.
 
 from __future__ import annotations
 
+from ..retention import RUN_COUNTS
 from .database import Connection
 
 #: The advisory lock held (for one transaction) while the schema is migrated:
@@ -234,12 +235,30 @@ _MEMBERS_BY_EXPIRY = (
     " (((heartbeat_at AT TIME ZONE 'UTC') + lease_seconds * interval '1 second'))",
 )
 
+# The retention runs' records: ``lease`` is 'held' while one runs (unique: one
+# at a time; a2a_trio.store.retention).
+_RETENTION_RUNS = (
+    f"""
+    CREATE TABLE retention_runs (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        holder text COLLATE "C" NOT NULL,
+        lease text UNIQUE,
+        started_at timestamptz NOT NULL,
+        expires_at timestamptz NOT NULL,
+        finished_at timestamptz,
+        outcome text,
+        {", ".join(f"{name} bigint NOT NULL DEFAULT 0" for name in RUN_COUNTS)}
+    )
+    """,
+)
+
 MIGRATIONS: list[tuple[str, ...]] = [
     _V1,
     _V2,
     _HISTORY_OUT_OF_THE_ROW,
     _MEMBERS_REPORT,  # members report role, agents and counters (the console)
     _MEMBERS_BY_EXPIRY,  # a heartbeat reads one member's expiry, not every member
+    _RETENTION_RUNS,  # retention runs, one at a time (a2a_trio.store.retention)
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

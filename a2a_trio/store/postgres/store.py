@@ -39,6 +39,7 @@ from ..records import (
     read_task,
     read_task_page,
 )
+from ..retention import prune_in_batches
 from ..rounds import Round, ShareOutcome
 from ..secrets import SecretBox
 from ..space import StorageCondition
@@ -49,6 +50,7 @@ from .database import Connection, Database, PoolSettings
 from .keys import development_key
 from .reading import EVENTS_AFTER, TASK
 from .recording import RefusedShare, insert_push_config, write_round
+from .retention import PostgresRetention
 from .schema import SCHEMA_VERSION, migrate, schema_version
 from .times import page_time, utc
 
@@ -258,10 +260,13 @@ class PostgresStore(Store):
         return [read_task(row[0], row[1], row[2:]) for row in rows]
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
-        cutoff = utc(older_than)
         if dry_run:
-            return await self._run(partial(pruning.count, cutoff=cutoff))
-        return await self._run(partial(pruning.delete, cutoff=cutoff))
+            return await self._run(partial(pruning.count, cutoff=utc(older_than)))
+        return (await prune_in_batches(self.retention, older_than)).as_dict()
+
+    @property
+    def retention(self) -> PostgresRetention:
+        return PostgresRetention(self._run)
 
     # --- message receipts (retries, spec 3.3.1) ----------------------------------------
 

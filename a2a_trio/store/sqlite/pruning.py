@@ -1,8 +1,9 @@
 """Pruning on SQLite: finished tasks past a cutoff, with everything of theirs.
 
-:func:`count` reads what would go; :func:`delete`, inside the caller's
-transaction, deletes it. Both take the cutoff as an
-:func:`~a2a_trio.store.records.order_key`.
+:func:`count` reads what would go; :func:`delete_batch`, inside the caller's
+transaction, deletes a batch of it (``a2a-trio prune`` and the scheduled
+pruner both delete batch by batch, see :mod:`a2a_trio.store.retention`).
+Both take the cutoff as an :func:`~a2a_trio.store.records.order_key`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import sqlite3
 
 from .. import queries
+from ..retention import Pruned, doomed_tasks
 
-__all__ = ["count", "delete"]
+__all__ = ["count", "delete_batch"]
 
 _DOOMED = "SELECT agent, id FROM tasks WHERE updated_at < ? AND state IN (?, ?, ?, ?)"
 _RECEIPTS = "FROM message_receipts WHERE created_at < ?"
@@ -37,15 +39,25 @@ def _number(conn: sqlite3.Connection, query: str, args: tuple[str, ...]) -> int:
     return int(conn.execute(query, args).fetchone()[0])
 
 
-def delete(conn: sqlite3.Connection, cutoff: str) -> None:
-    """Delete what :func:`count` counts (inside the caller's transaction)."""
-    args = (cutoff, *queries.FINAL_STATES)
-    conn.execute(f"DELETE {_RECEIPTS}", (cutoff,))
-    conn.execute(
-        "DELETE FROM push_attempts WHERE outbox_id IN (SELECT id FROM push_outbox"
-        f" WHERE (agent, task_id) IN ({_DOOMED}))",
-        args,
+def delete_batch(conn: sqlite3.Connection, cutoff: str, limit: int) -> Pruned:
+    """Delete up to ``limit`` of the tasks :func:`count` counts, with everything of
+    theirs, and up to ``limit`` of its receipts (inside the caller's transaction)."""
+    keys = conn.execute(
+        doomed_tasks(":cutoff", ":limit"), {"cutoff": cutoff, "limit": limit}
+    ).fetchall()
+    attempts = conn.executemany(
+        "DELETE FROM push_attempts WHERE outbox_id IN"
+        " (SELECT id FROM push_outbox WHERE agent = ? AND task_id = ?)",
+        keys,
+    ).rowcount
+    events, configs, notifications = (
+        conn.executemany(f"DELETE FROM {table} WHERE agent = ? AND task_id = ?", keys).rowcount
+        for table in ("task_events", "push_configs", "push_outbox")
     )
-    for table in ("push_outbox", "push_configs", "task_events"):
-        conn.execute(f"DELETE FROM {table} WHERE (agent, task_id) IN ({_DOOMED})", args)
-    conn.execute(f"DELETE FROM tasks WHERE (agent, id) IN ({_DOOMED})", args)
+    tasks = conn.executemany("DELETE FROM tasks WHERE agent = ? AND id = ?", keys).rowcount
+    receipts = conn.execute(
+        f"DELETE FROM message_receipts WHERE (agent, owner, message_id, digest) IN"
+        f" (SELECT agent, owner, message_id, digest {_RECEIPTS} ORDER BY created_at LIMIT ?)",
+        (cutoff, limit),
+    ).rowcount
+    return Pruned(tasks, events, configs, notifications, attempts, receipts)

@@ -44,12 +44,14 @@ from ..records import (
     read_task,
     read_task_page,
 )
+from ..retention import prune_in_batches
 from ..rounds import Round, ShareOutcome
 from ..secrets import SecretBox
 from ..space import StorageCondition
 from . import pruning
 from .database import Database, Synchronous
 from .recording import history_rows, insert_push_config, round_chars, write_round
+from .retention import SqliteRetention
 
 __all__ = ["SqliteStore"]
 
@@ -264,13 +266,13 @@ class SqliteStore(Store):
         return [read_task(row[0], row[1], row[2:]) for row in rows]
 
     async def prune(self, older_than: datetime, *, dry_run: bool = False) -> dict[str, int]:
-        cutoff = order_key(older_than)
-        counts = pruning.count(self._reads, cutoff)
-        if dry_run or not any(counts.values()):
-            return counts
-        async with self._transaction() as conn:
-            pruning.delete(conn, cutoff)
-        return counts
+        if dry_run:
+            return pruning.count(self._reads, order_key(older_than))
+        return (await prune_in_batches(self.retention, older_than)).as_dict()
+
+    @property
+    def retention(self) -> SqliteRetention:
+        return SqliteRetention(self.database)
 
     # --- push notification configs -----------------------------------------
 
