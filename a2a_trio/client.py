@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from . import telemetry
 from ._http import CLIENT_LIMITS
 from .protocol import (
     PROTOCOL_VERSION,
@@ -303,6 +304,7 @@ class _Grpc(_Transport):
             if name.lower() not in _NOT_METADATA
         }
         metadata.update({name.lower(): value for name, value in extra.items()})
+        telemetry.inject(metadata)  # the call's trace, when tracing is on
         return metadata
 
     def _message(self, operation: Operation, request: BaseModel) -> bytes:
@@ -442,7 +444,9 @@ class A2AClient:
         interface = self._choose(card, prefer)
         self.interface = interface
         transport = _TRANSPORTS[interface.protocol_binding]
-        self._transport: _Transport = transport(http, interface)
+        self._transport: _Transport = telemetry.client_transport(
+            transport(http, interface), interface.protocol_binding, interface.url
+        )
         #: The id of the last event a subscription received (resume with it).
         self.last_event_id: str | None = None
 

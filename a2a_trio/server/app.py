@@ -17,6 +17,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from .. import telemetry
 from .._lazy_app import LazyApp
 from ..adapters.asyncio import AsyncioAgentExecutor, AsyncioBridge
 from ..protocol import AgentCard, InvalidRequestError
@@ -607,6 +608,7 @@ class A2AApp(QuartTrio):
         ensure_console(self)
 
     async def _start_hosts(self) -> None:
+        telemetry.configure()  # traces, if the OTEL_* variables ask for them
         self.stopping = trio.Event()
         self._add_root_route()
         # Serving holds the database: a second server on it is refused here, as
