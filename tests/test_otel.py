@@ -263,20 +263,30 @@ async def test_agent_a_calling_agent_b_through_a2aclient_is_one_trace(
     assert (call.attributes or {})["server.address"] == "127.0.0.1"
 
 
-async def test_a_client_stream_carries_its_span(
-    tmp_path: Path, exporter: InMemorySpanExporter
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "GRPC"])
+async def test_client_calls_carry_their_span(
+    tmp_path: Path, exporter: InMemorySpanExporter, binding: str
 ) -> None:
-    tracer = TracerProvider().get_tracer("test")  # a span of the test's own, not exported
-    async with agents(tmp_path) as live:
-        with tracer.start_as_current_span("caller") as caller:
-            async with await A2AClient.connect(live.url + "/echo") as client:
-                events = [event async for event in client.send("echo streamed", stream=True)]
-        assert any(text_of(event) == "streamed" for event in events)
+    tracer = TracerProvider().get_tracer("test")  # the caller's spans, not exported
+    callers = {}
+    async with (
+        agents(tmp_path) as live,
+        await A2AClient.connect(live.url + "/echo", prefer=[binding]) as client,
+    ):
+        with tracer.start_as_current_span("unary") as caller:
+            assert text_of(await client.send_message("echo once")) == "once"
+        callers["SendMessage"] = caller
+        with tracer.start_as_current_span("stream") as caller:
+            events = [event async for event in client.send("echo streamed", stream=True)]
+            assert any(text_of(event) == "streamed" for event in events)
+        callers["SendStreamingMessage"] = caller
 
-    server = await one(exporter, OPERATION.format("SendStreamingMessage"), SpanKind.SERVER)
-    call = await one(exporter, OPERATION.format("SendStreamingMessage"), SpanKind.CLIENT)
-    assert trace_of(server) == trace_of(call) == hex_id(caller.get_span_context().trace_id, 32)
-    assert parent_id(server) == span_id(call)
+    for method, caller in callers.items():
+        server = await one(exporter, OPERATION.format(method), SpanKind.SERVER)
+        call = await one(exporter, OPERATION.format(method), SpanKind.CLIENT)
+        assert trace_of(server) == trace_of(call) == hex_id(caller.get_span_context().trace_id, 32)
+        assert parent_id(call) == hex_id(caller.get_span_context().span_id)
+        assert parent_id(server) == span_id(call)  # sent with the call
 
 
 async def test_an_asyncio_agent_runs_in_its_execution_span(
