@@ -287,6 +287,10 @@ async def test_client_calls_carry_their_span(
         assert trace_of(server) == trace_of(call) == hex_id(caller.get_span_context().trace_id, 32)
         assert parent_id(call) == hex_id(caller.get_span_context().span_id)
         assert parent_id(server) == span_id(call)  # sent with the call
+    unary = await one(exporter, OPERATION.format("SendMessage"), SpanKind.CLIENT)
+    served = await one(exporter, OPERATION.format("SendMessage"), SpanKind.SERVER)
+    for name in ("a2a.task.id", "a2a.context.id"):
+        assert (unary.attributes or {})[name] == (served.attributes or {})[name]
 
 
 async def test_an_asyncio_agent_runs_in_its_execution_span(

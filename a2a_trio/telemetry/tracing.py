@@ -91,13 +91,22 @@ def _request_ids(request: Any) -> dict[str, str]:
 
 
 def _answer_ids(span: Span, outcome: Any) -> None:
-    """The task (or message) an operation answered with: its ids, once known."""
-    answer = getattr(outcome, "task", None) or getattr(outcome, "message", None) or outcome
-    if hasattr(answer, "status") and getattr(answer, "id", None):  # a Task
-        task_id, context_id = answer.id, answer.context_id
+    """The task (or message) an operation answered with: its ids, once known.
+
+    ``outcome`` is a model (the server's) or its ProtoJSON document (the client's).
+    """
+    if isinstance(outcome, dict):
+        answer = outcome.get("task") or outcome.get("message") or outcome
+        is_task = "status" in answer
+        task_id = answer.get("id") if is_task else answer.get("taskId")
+        context_id = answer.get("contextId")
     else:
-        task_id = getattr(answer, "task_id", None)
-        context_id = getattr(answer, "context_id", None)
+        answer = getattr(outcome, "task", None) or getattr(outcome, "message", None) or outcome
+        if hasattr(answer, "status") and getattr(answer, "id", None):  # a Task
+            task_id, context_id = answer.id, answer.context_id
+        else:
+            task_id = getattr(answer, "task_id", None)
+            context_id = getattr(answer, "context_id", None)
     if task_id:
         span.set_attribute("a2a.task.id", str(task_id))
     if context_id:
