@@ -23,6 +23,8 @@ class ExportedSpan:
     """One span as an exporter sent it."""
 
     service: str
+    #: The resource's attributes (the exporting process's).
+    resource: dict[str, Any]
     name: str
     trace_id: str
     span_id: str
@@ -121,6 +123,7 @@ def decode_spans(body: bytes) -> list[ExportedSpan]:
                 spans.append(
                     ExportedSpan(
                         service=str(resource.get("service.name", "")),
+                        resource=resource,
                         name=span.name,
                         trace_id=span.trace_id.hex(),
                         span_id=span.span_id.hex(),
@@ -145,6 +148,11 @@ class OtlpReceiver:
         with _serving(self._server) as url:
             self.endpoint = url
             yield self
+
+    @property
+    def requests(self) -> list[Posted]:
+        """Every export request as it arrived."""
+        return self._server.taken()
 
     @property
     def spans(self) -> list[ExportedSpan]:

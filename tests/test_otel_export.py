@@ -105,7 +105,15 @@ def names(receiver: OtlpReceiver) -> set[tuple[str, str]]:
 async def test_a_traced_call_exports_its_operation_execution_round_and_webhook(
     tmp_path: Path, receiver: OtlpReceiver
 ) -> None:
-    with WebhookReceiver().serving() as hooks, otel_server(tmp_path, receiver, "echo-svc") as b:
+    # Standard variables the SDK reads: the resource's attributes, the exporter's headers.
+    more = {
+        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test,team=agents",
+        "OTEL_EXPORTER_OTLP_HEADERS": "x-collector-token=s3cret",
+    }
+    with (
+        WebhookReceiver().serving() as hooks,
+        otel_server(tmp_path, receiver, "echo-svc", **more) as b,
+    ):
         configuration = {"taskPushNotificationConfig": {"url": hooks.url}}
         task = await send(b.url + "/echo/jsonrpc", "echo hi", configuration=configuration)
         expected = {SEND, "a2a.execute", "a2a.store.record", "a2a.webhook.attempt"}
@@ -114,6 +122,9 @@ async def test_a_traced_call_exports_its_operation_execution_round_and_webhook(
 
     spans = receiver.of_trace(TRACE_ID)
     assert {span.service for span in spans} == {"echo-svc"}
+    assert spans[0].resource["deployment.environment"] == "test"
+    assert spans[0].resource["team"] == "agents"
+    assert {post.headers["x-collector-token"] for post in receiver.requests} == {"s3cret"}
     operation = the(spans, SEND)
     assert (operation.kind, operation.parent_span_id) == (SERVER, PARENT_ID)
     assert operation.attributes["a2a.agent"] == "echo"
