@@ -402,3 +402,16 @@ def test_otlp_means_http_protobuf_unless_the_protocol_says_grpc() -> None:
     assert exporter_names(traces_over_http) == ["otlp_proto_http"]
     with pytest.raises(ValueError, match="not supported"):
         exporter_names({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})
+
+
+def test_a_service_named_nowhere_is_a2a_trio(monkeypatch: pytest.MonkeyPatch) -> None:
+    from a2a_trio.telemetry.setup import environment_resource
+
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    assert environment_resource().attributes["service.name"] == "a2a-trio"
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "service.name=billing,team=agents")
+    assert environment_resource().attributes["service.name"] == "billing"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "billing-agent")
+    assert environment_resource().attributes["service.name"] == "billing-agent"
+    assert environment_resource().attributes["team"] == "agents"

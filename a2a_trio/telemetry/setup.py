@@ -27,7 +27,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-__all__ = ["environment_provider", "exporter_names"]
+__all__ = ["environment_provider", "environment_resource", "exporter_names"]
 
 #: What ``otlp`` means for each ``OTEL_EXPORTER_OTLP_PROTOCOL``.
 _OTLP_BY_PROTOCOL = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
@@ -72,7 +72,8 @@ def _load(group: str, name: str, variable: str) -> Any:
     return next(iter(found)).load()
 
 
-def _resource() -> Resource:
+def environment_resource() -> Resource:
+    """The resource of OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (service: a2a-trio)."""
     resource = Resource.create()
     service = str(resource.attributes.get(SERVICE_NAME, ""))
     if not service or service.startswith("unknown_service"):
@@ -110,7 +111,7 @@ def environment_provider() -> Any:
         exporter = _load("opentelemetry_traces_exporter", name, "OTEL_TRACES_EXPORTER")
         exporters.append(exporter())
     provider = TracerProvider(
-        resource=_resource(), sampler=_sampler(), id_generator=_id_generator()
+        resource=environment_resource(), sampler=_sampler(), id_generator=_id_generator()
     )
     for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))
