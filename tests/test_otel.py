@@ -374,6 +374,14 @@ def test_without_the_extra_the_variables_are_refused_with_one_line(tmp_path: Pat
     assert "pip install 'a2a-trio[otel]'" in said[0]
 
 
+def test_an_exporter_that_is_not_installed_is_refused_with_one_line(tmp_path: Path) -> None:
+    result = run_untraced(tmp_path, {"OTEL_TRACES_EXPORTER": "no_such_exporter"})
+    assert result["state"] == "TASK_STATE_COMPLETED"  # served, untraced
+    said = [line for line in result["stderr"].splitlines() if "no traces are made" in line]
+    assert len(said) == 1, result["stderr"]
+    assert "'no_such_exporter' is installed" in said[0]
+
+
 def test_the_environment_turns_tracing_on_only_when_it_asks_for_traces() -> None:
     assert not telemetry.wants_traces({})
     assert not telemetry.wants_traces({"OTEL_SERVICE_NAME": "a"})
