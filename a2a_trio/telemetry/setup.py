@@ -62,13 +62,15 @@ def exporter_names(environ: Mapping[str, str] = os.environ) -> list[str]:
     return chosen
 
 
+#: The package that provides an exporter the ``[otel]`` extra does not install.
+_PROVIDED_BY = {"otlp_proto_grpc": "opentelemetry-exporter-otlp-proto-grpc"}
+
+
 def _load(group: str, name: str, variable: str) -> Any:
     found = entry_points(group=group, name=name)
     if not found:
-        raise ValueError(
-            f"{variable}: no {name!r} is installed (entry point group {group});"
-            " otlp_proto_grpc needs opentelemetry-exporter-otlp-proto-grpc"
-        )
+        hint = f" (pip install {_PROVIDED_BY[name]})" if name in _PROVIDED_BY else ""
+        raise ValueError(f"{variable}: no {name!r} is installed (entry points {group}){hint}")
     return next(iter(found)).load()
 
 
