@@ -210,10 +210,23 @@ async def test_a_0_3_call_is_traced_as_its_operation(
             "/echo/jsonrpc", json=body, headers={"A2A-Version": "", "traceparent": TRACEPARENT}
         )
         assert response.json()["result"]["kind"] == "task"
+        response = await live.client.post(
+            "/echo/rest/v1/message:send",
+            json={  # 0.3's HTTP+JSON is a2a.proto's JSON of that version
+                "message": {
+                    "messageId": "m-0.3-rest",
+                    "role": "ROLE_USER",
+                    "content": [{"text": "echo old"}],
+                }
+            },
+            headers={"A2A-Version": "", "traceparent": TRACEPARENT},
+        )
+        assert response.status_code == 200, response.text
 
-    span = await one(exporter, OPERATION.format("SendMessage"))
-    assert (span.attributes or {})["a2a.protocol.version"] == "0.3"
-    assert trace_of(span) == TRACE_ID
+    for binding in ("jsonrpc", "rest"):
+        span = await one(exporter, OPERATION.format("SendMessage"), None, {"a2a.binding": binding})
+        assert (span.attributes or {})["a2a.protocol.version"] == "0.3"
+        assert (trace_of(span), parent_id(span)) == (TRACE_ID, PARENT_ID)
 
 
 async def test_an_operation_that_fails_records_its_error(
