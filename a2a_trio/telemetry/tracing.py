@@ -65,7 +65,8 @@ _REQUEST_HEADERS = _RequestHeaders()
 
 def _has_trace(headers: Any) -> bool:
     """Whether ``headers`` carry a trace context already (set for this very call)."""
-    return any(field in headers for field in propagate.get_global_textmap().fields)
+    fields = propagate.get_global_textmap().fields
+    return any(field in headers for field in fields if field != "baggage")
 
 
 async def _inject_request(request: Any) -> None:
