@@ -399,8 +399,11 @@ class _TracedTransport:
         ) as span:
             carried = dict(headers)
             propagate.inject(carried, context=trace.set_span_in_context(span))
-            async for item in self._inner.stream(operation, request, carried):
-                yield item
+            events = self._inner.stream(operation, request, carried)
+            # Closed with this generator, not left to the garbage collector.
+            async with contextlib.aclosing(events):
+                async for item in events:
+                    yield item
 
     async def aclose(self) -> None:
         await self._inner.aclose()
