@@ -23,7 +23,7 @@ from .._lazy_app import LazyApp
 from ..adapters.asyncio import AsyncioAgentExecutor, AsyncioBridge
 from ..protocol import AgentCard
 from ..protocol.signing import CardSigner
-from ..push import PushSettings
+from ..push import PushDispatcher, PushSettings
 from ..runtime import AgentExecutor, AgentHost, HostSettings
 from ..runtime.cluster import Cluster
 from ..store import Store
@@ -144,8 +144,6 @@ class A2AApp(QuartTrio):
             push_settings=self.push_settings,
             freeze_gc=self.a2a_settings.freeze_gc,
         )
-        #: Delivers every agent's webhooks from the outbox (see a2a_trio.push).
-        self.push = self.lifespan.push
         #: Called once the store is open (and the cluster joined), before the
         #: hosts start, when serving and when working (the console hooks on here).
         self.on_start: list[Callable[[], Awaitable[None]]] = self.lifespan.on_start
@@ -191,6 +189,19 @@ class A2AApp(QuartTrio):
         """Set when the shutdown begins: long-lived connections of the app's own
         (the console's feed) close then instead of holding it up."""
         return self.lifespan.stopping
+
+    @property
+    def push(self) -> PushDispatcher:
+        """Delivers every agent's webhooks from the outbox (see :mod:`a2a_trio.push`).
+
+        Replaceable before serving (a dispatcher with a screen of its own, say):
+        the lifespan runs the one set here.
+        """
+        return self.lifespan.push
+
+    @push.setter
+    def push(self, push: PushDispatcher) -> None:
+        self.lifespan.push = push
 
     @property
     def request_observer(self) -> RequestObserver | None:
