@@ -150,7 +150,9 @@ def _underscore_reads(tree: ast.AST) -> list[str]:
         if ast.unparse(node) in STDLIB_PUBLIC:
             continue  # documented API that the standard library names with an underscore
         reads.append(f"{node.lineno}: {ast.unparse(node)}")
-    return sorted(set(reads), key=lambda read: int(read.partition(":")[0]))
+    # Once each, in the walk's order within a line: a set's order would change with
+    # the interpreter's string hashing (PYTHONHASHSEED), run to run.
+    return sorted(dict.fromkeys(reads), key=lambda read: int(read.partition(":")[0]))
 
 
 def offenders() -> Offenders:

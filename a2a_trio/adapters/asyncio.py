@@ -296,6 +296,9 @@ class AsyncioBridge(AgentExecutor):
                 task[0].cancel()
 
         with crossing.receive:
+            # `start` runs in a copy of this task's context, and its asyncio task in
+            # a copy of that: the agent's code sees the execution's context
+            # variables (its OpenTelemetry span, say), as a trio agent's does.
             loop.call_soon_threadsafe(start)
             try:
                 outcome = await _forward(crossing, queue)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 import httpx
 
+from .. import telemetry
 from .._http import CLIENT_LIMITS
 from ..protocol import (
     PROTOCOL_VERSION,
@@ -80,7 +81,9 @@ class A2AClient:
         interface = self._choose(card, prefer)
         self.interface = interface
         transport = TRANSPORTS[interface.protocol_binding]
-        self._transport: Transport = transport(http, interface)
+        self._transport: Transport = telemetry.client_transport(
+            transport(http, interface), interface.protocol_binding, interface.url
+        )
         #: The id of the last event a subscription received (resume with it).
         self.last_event_id: str | None = None
 

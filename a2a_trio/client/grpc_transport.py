@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic import BaseModel
 
+from .. import telemetry
 from ..protocol import (
     A2AError,
     AgentInterface,
@@ -88,6 +89,7 @@ class GrpcTransport(Transport):
             if name.lower() not in _NOT_METADATA
         }
         metadata.update({name.lower(): value for name, value in extra.items()})
+        telemetry.inject(metadata)  # the call's trace, when tracing is on
         return metadata
 
     def _message(self, operation: Operation, request: BaseModel) -> bytes:

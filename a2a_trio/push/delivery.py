@@ -22,6 +22,7 @@ from typing import Protocol
 import httpx
 import trio
 
+from .. import telemetry
 from .._http import CLIENT_LIMITS
 from ..protocol import StorageFullError
 from ..store import Lane, Notification, Outbox, PushConfigs
@@ -285,9 +286,13 @@ class PushDispatcher:
             # The host's turn first: attempts waiting for a slow host wait
             # there, never in the queue every other host's attempts share.
             async with self.hosts.turn(host), self._limiter:
-                decision, status = await self._post(
-                    target, host, notification.payload, headers, attempt
-                )
+                with telemetry.webhook_attempt(
+                    notification, attempt, target.host, target.port, headers
+                ) as traced:
+                    decision, status = await self._post(
+                        target, host, notification.payload, headers, attempt
+                    )
+                    traced.answered(decision.outcome, status, decision.error)
         duration_ms = (trio.current_time() - started) * 1000
         next_at = self._wall_clock() + decision.wait if decision.outcome == "retry" else 0.0
         await self.store.record_attempt(

@@ -13,6 +13,7 @@ import logging
 
 import trio
 
+from .. import telemetry
 from .._locks import held
 from ..protocol import (
     InternalError,
@@ -315,7 +316,8 @@ class Executions:
         failure: BaseException | None = None
         with execution.cancel_scope:
             try:
-                await self.executor.execute(self._handed(execution.context), queue)
+                with telemetry.execution(execution, self.name):
+                    await self.executor.execute(self._handed(execution.context), queue)
             except Exception as exc:  # an agent bug must not harm the server
                 failure = exc
                 log.exception("executor of agent %s raised on task %s", self.name, live.task_id)
@@ -366,7 +368,8 @@ class Executions:
             queue = ExecutionQueue(self._inbox, live, canceller)
             with trio.move_on_after(self.settings.cancel_grace):
                 try:
-                    await self.executor.cancel(self._handed(canceller.context), queue)
+                    with telemetry.execution(canceller, self.name):
+                        await self.executor.cancel(self._handed(canceller.context), queue)
                 except Exception:
                     log.exception("cancel of agent %s raised on task %s", self.name, live.task_id)
             await queue.end()

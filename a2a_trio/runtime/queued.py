@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .. import telemetry
 from ..protocol import (
     PROTOCOL_VERSION,
     InternalError,
@@ -85,6 +86,7 @@ class QueuedExecutions:
             "protocol": execution.protocol,
             "continuing": stored is not None,
         }
+        telemetry.carry(request)  # the worker's execution continues this trace
         if stored is not None:
             execution.start_seq = stored.last_seq
             execution.start_snapshot = stored.task
@@ -216,6 +218,7 @@ class QueuedExecutions:
         started = False
         try:
             request = json.loads(work.request)
+            telemetry.adopt(request)
             stored = None
             restart = bool(request.get("restart"))
             if request["continuing"] or restart:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from .. import telemetry
 from .._locks import held
 from ..protocol import IllegalTransition, StorageFullError, TaskState
 from ..store import ReceiptWrite, Round, Share, ShareOutcome
@@ -129,7 +130,8 @@ class Recorder:
             began = time.perf_counter()
             try:
                 round = Round(written, push=self.push_notifications, limits=self.settings.limits)
-                stored = await self.store.record(round)
+                with telemetry.store_round(self.name, round, entries):
+                    stored = await self.store.record(round)
                 took = time.perf_counter() - began
             except Exception as error:  # the transaction failed: nothing of this round is stored
                 if not isinstance(error, StorageFullError):  # that one the store logs once
@@ -236,7 +238,8 @@ class Recorder:
             began = time.perf_counter()
             if share.events or share.receipts:
                 round = Round([share], push=self.push_notifications, limits=self.settings.limits)
-                [outcome] = await self.store.record(round)
+                with telemetry.store_round(self.name, round):
+                    [outcome] = await self.store.record(round)
             if outcome.error is not None:
                 raise outcome.error
         except BaseException:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import trio
 
+from .. import telemetry
 from ..protocol import (
     A2AError,
     Call,
@@ -243,7 +244,7 @@ async def _perform(
     caller = await mount.authenticate(credentials_of(request))
     call = await _decode(parse, size)
     request.operation = call.operation.value
-    dispatch = partial(
+    dispatch: Callable[[], Awaitable[Outcome]] = partial(
         mount.dispatch,
         call,
         caller,
@@ -252,6 +253,7 @@ async def _perform(
         base_url=base_url(request, settings),
         version=version,
     )
+    dispatch = telemetry.operation(dispatch, request, mount, call, version)
     if call.operation is Operation.SEND_MESSAGE:
         # A blocking SendMessage may wait long; a client that gives up on it
         # must be seen to, so that its retry gets the original (see Retries).

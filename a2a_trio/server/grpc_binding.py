@@ -30,6 +30,7 @@ import trio
 from google.protobuf.message import Message
 from google.rpc import status_pb2
 
+from .. import telemetry
 from ..protocol import PROTOCOL_VERSION, A2AError, InternalError, Operation
 from ..protocol.grpc_wire import (
     ACCEPT_ENCODING,
@@ -245,6 +246,7 @@ async def _perform(
         base_url=base_url(request, settings),
         version=PROTOCOL_VERSION,
     )
+    dispatch = telemetry.operation(dispatch, request, mount, call, PROTOCOL_VERSION, "grpc")
     if operation is Operation.SEND_MESSAGE:
         # As on the JSON bindings: a client that gives up on a blocking call is seen to.
         return await request.while_connected(dispatch)

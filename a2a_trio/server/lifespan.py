@@ -18,6 +18,7 @@ from typing import Any
 
 import trio
 
+from .. import telemetry
 from ..push import PushDispatcher, PushSettings
 from ..runtime.cluster import Cluster
 from ..runtime.retention import Pruner, RetentionSettings, RetentionStats
@@ -140,6 +141,7 @@ class Lifespan:
 
     async def start(self) -> None:
         """Open the store, join the cluster, run the hooks, then start the services."""
+        telemetry.configure()  # traces, if the OTEL_* variables ask for them
         self.stopping = trio.Event()
         # Serving holds the database: a second server on it is refused here, as
         # are a bad path and a newer schema.
