@@ -220,19 +220,6 @@ class A2AApp(QuartTrio):
         return self.lifespan.stopping
 
     @property
-    def push(self) -> PushDispatcher:
-        """Delivers every agent's webhooks from the outbox (see :mod:`a2a_trio.push`).
-
-        Replaceable before serving (a dispatcher with a screen of its own, say):
-        the lifespan runs the one set here.
-        """
-        return self.lifespan.push
-
-    @push.setter
-    def push(self, push: PushDispatcher) -> None:
-        self.lifespan.push = push
-
-    @property
     def request_observer(self) -> RequestObserver | None:
         """Told of every protocol request (the metrics); see :data:`RequestObserver`."""
         return self.dispatch.observer
