@@ -48,7 +48,8 @@ a header timeout (4):
    The timer, started in a cancelled scope, never ran: the connection stayed
    open for as long as its client kept it (a 404 was enough), and SIGTERM
    waited the whole ``graceful_timeout`` for it (15 s under ``a2a-trio
-   serve``, 0.2 s otherwise). Here the timer starts shielded.
+   serve``, 0.2 s otherwise). Here the timer (6) is armed and disarmed
+   without a schedule point, which a cancelled scope cannot cut.
 
 Two costs of every HTTP/1.1 request go too (6, 7); together they were some
 15 % of the CPU a blocking SendMessage costs the server (docs/benchmarks.md):
@@ -159,14 +160,13 @@ class MendedTCPServer(TCPServer):
             await self._send(event.data)
         elif isinstance(event, Updated) and not self._reading:
             return  # a stream ending after the client left restarts no timer
-        elif isinstance(event, Updated):
-            self._between_requests = event.idle
-            # Fault 5: the idle timer is started by the task that sent the
-            # answer's end, the app's, under the app's cancel scopes; shielded,
-            # it starts even when the app is being cancelled.
-            with trio.CancelScope(shield=True):
-                await super().protocol_send(event)
         else:
+            if isinstance(event, Updated):
+                self._between_requests = event.idle
+            # Fault 5: an Updated is sent by the task that sent the answer's
+            # end, the app's, under the app's cancel scopes; the timer's
+            # restart and stop (_IdleTimer) make no schedule point, so a
+            # cancelled app cannot cancel them.
             await super().protocol_send(event)
 
     # -- 4: a request's head is timed apart from the wait between requests -------
