@@ -131,13 +131,35 @@ async def test_an_unknown_task_is_task_not_found_on_both_bindings(server: LiveSe
 
 async def test_a_body_over_the_limit_is_refused(server: LiveServer) -> None:
     message = user_message("echo " + "x" * (70 * 1024))
-    body = await server.jsonrpc("SendMessage", {"message": message})
+    response = await server.client.post(
+        "/jsonrpc",
+        json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}},
+    )
+    body = response.json()
     assert body["error"]["code"] == -32600
     assert body["error"]["data"][0]["reason"] == "PAYLOAD_TOO_LARGE"
+    # Refused unread, the rest of the body is still coming: the connection
+    # closes, and says so, or the client's next request on it finds it gone.
+    assert response.headers["connection"] == "close"
     response = await server.rest("POST", "/message:send", json={"message": message})
     assert response.status_code == 413
+    assert response.headers["connection"] == "close"
+    response = await server.client.post("/metrics", content=b"x" * (70 * 1024))
+    assert response.status_code == 413
+    assert response.headers["connection"] == "close"
     assert EXECUTOR.executions == 0
     await assert_still_serving(server)
+
+
+async def test_a_body_read_to_its_end_keeps_the_connection(server: LiveServer) -> None:
+    response = await server.client.post(
+        "/jsonrpc", content=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert response.json()["error"]["code"] == -32700
+    assert "connection" not in response.headers
+    response = await server.client.post("/metrics", content=b"x" * 1024)
+    assert response.status_code == 405
+    assert "connection" not in response.headers
 
 
 async def test_an_unsupported_version_is_refused_on_both_bindings(server: LiveServer) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
@@ -101,6 +101,8 @@ class ProtocolRequest:
         #: the error's reason), for the metrics.
         self.operation = "unknown"
         self.outcome = "ok"
+        self._body_begun = False
+        self._body_ended = False
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name`` (any case), or None."""
@@ -201,10 +203,25 @@ class ProtocolRequest:
         budget grows to ``cost`` times its declared length (as it comes
         without one): the body and what decoding it will cost, at least.
         """
+        self._body_begun = True
         with trio.move_on_after(time_limit) as deadline:
             return await self._read_body(limit, cost)
         assert deadline.cancelled_caught
         raise RequestTimeoutError(f"The request body did not arrive within {time_limit:g} s")
+
+    @property
+    def must_close(self) -> bool:
+        """Whether the answer must close an HTTP/1.x connection: its body was refused unread.
+
+        The rest of the body is still on its way; a client that reused the
+        connection would find it closed under its next request, so the answer
+        says ``Connection: close`` (HTTP/2 refuses the stream alone).
+        """
+        return (
+            self._body_begun
+            and not self._body_ended
+            and str(self.scope.get("http_version", "1.1")).startswith("1")
+        )
 
     async def _read_body(self, limit: int, cost: int) -> bytes:
         declared = self.content_length
@@ -222,6 +239,7 @@ class ProtocolRequest:
                 raise ClientGone
             chunk = message.get("body", b"")
             size += len(chunk)
+            self._body_ended = not message.get("more_body", False)
             if size > limit:
                 raise PayloadTooLargeError(f"Request body exceeds the limit of {limit} bytes")
             # An undeclared length is held as it comes.
@@ -232,7 +250,7 @@ class ProtocolRequest:
                     f"The request body arrived in more than {len(chunks) - 1} pieces for its"
                     f" {size} bytes: send it in larger pieces"
                 )
-            if not message.get("more_body", False):
+            if self._body_ended:
                 return b"".join(chunks)
 
     async def _hold_or_discard(self, size: int, *, ended: bool) -> None:
@@ -254,6 +272,7 @@ class ProtocolRequest:
             if message["type"] == "http.disconnect":
                 raise ClientGone
             if not message.get("more_body", False):
+                self._body_ended = True
                 return
 
 
@@ -278,6 +297,10 @@ class ProtocolResponse:
     body: bytes | EventStreamBody
     content_type: str | None = JSON_CONTENT_TYPE
     headers: Mapping[str, str] = field(default_factory=dict)
+
+    def closing(self) -> ProtocolResponse:
+        """This response, closing its HTTP/1.x connection (:attr:`ProtocolRequest.must_close`)."""
+        return replace(self, headers={**self.headers, "connection": "close"})
 
     def _start(self) -> dict[str, Any]:
         headers: list[tuple[bytes, bytes]] = []

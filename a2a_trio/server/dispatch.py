@@ -147,6 +147,8 @@ class Dispatch:
         with self._budget.share() as share:
             request = ProtocolRequest(scope, receive, share)
             response = await self._answer(route, request)
+        if response is not None and request.must_close:
+            response = response.closing()
         if (
             response is not None
             and response.content_type == JSON_CONTENT_TYPE

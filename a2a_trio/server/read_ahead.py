@@ -69,6 +69,7 @@ async def serve_read_ahead(
         except ClientGone:
             return
         except A2AError as error:
-            await rest_error(error).send(send, receive)
+            refusal = rest_error(error)
+            await (refusal.closing() if request.must_close else refusal).send(send, receive)
             return
         await app(scope, _Replay(body, receive), send)
