@@ -244,6 +244,95 @@ async def test_a_page_size_out_of_range_is_invalid_params(server: LiveServer) ->
     assert "pageSize" in body["error"]["message"]
 
 
+#: Each integer field of a request, sent as a JSON boolean (Python's bool is an int).
+BOOLEAN_INTEGERS = [
+    ("SendMessage", {"configuration": {"historyLength": True}}, "configuration.historyLength"),
+    ("GetTask", {"id": "x", "historyLength": True}, "historyLength"),
+    ("ListTasks", {"historyLength": True}, "historyLength"),
+    ("ListTasks", {"pageSize": True}, "pageSize"),
+    ("ListTasks", {"pageSize": False}, "pageSize"),
+    ("ListTaskPushNotificationConfigs", {"taskId": "x", "pageSize": True}, "pageSize"),
+]
+
+
+@pytest.mark.parametrize(("method", "params", "field"), BOOLEAN_INTEGERS)
+async def test_a_boolean_for_an_integer_is_invalid_params_on_jsonrpc(
+    server: LiveServer, method: str, params: dict[str, Any], field: str
+) -> None:
+    if method == "SendMessage":
+        params = {"message": user_message("echo"), **params}
+    body = await server.jsonrpc(method, params)
+    assert body["error"]["code"] == -32602
+    assert body["error"]["message"].startswith(f"{field}: expected an integer, got ")
+    assert EXECUTOR.executions == 0
+
+
+async def test_a_boolean_history_length_in_a_rest_body_is_a_400(server: LiveServer) -> None:
+    configuration = {"historyLength": True}
+    response = await server.rest(
+        "POST",
+        "/message:send",
+        json={"message": user_message("echo"), "configuration": configuration},
+    )
+    assert response.status_code == 400
+    assert "configuration.historyLength: expected an integer" in response.text
+    assert EXECUTOR.executions == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [
+        ("/tasks/x", {"historyLength": "true"}),
+        ("/tasks", {"historyLength": "true"}),
+        ("/tasks", {"pageSize": "true"}),
+        ("/tasks/x/pushNotificationConfigs", {"pageSize": "true"}),
+    ],
+)
+async def test_true_in_the_query_string_for_an_integer_is_a_400(
+    server: LiveServer, path: str, query: dict[str, str]
+) -> None:
+    response = await server.rest("GET", path, params=query)
+    assert response.status_code == 400
+    assert f"{next(iter(query))}: " in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "field"),
+    [
+        (
+            "SendMessage",
+            {"configuration": {"returnImmediately": 1}},
+            "configuration.returnImmediately",
+        ),
+        (
+            "SendMessage",
+            {"configuration": {"returnImmediately": "yes"}},
+            "configuration.returnImmediately",
+        ),
+        ("ListTasks", {"includeArtifacts": 0}, "includeArtifacts"),
+    ],
+)
+async def test_a_number_or_a_word_for_a_boolean_is_invalid_params(
+    server: LiveServer, method: str, params: dict[str, Any], field: str
+) -> None:
+    if method == "SendMessage":
+        params = {"message": user_message("echo"), **params}
+    body = await server.jsonrpc(method, params)
+    assert body["error"]["code"] == -32602
+    assert body["error"]["message"].startswith(f"{field}: expected true or false")
+    assert "expected true or false" in body["error"]["message"]
+    assert EXECUTOR.executions == 0
+
+
+async def test_a_boolean_in_the_query_string_is_true_or_false(server: LiveServer) -> None:
+    refused = await server.rest("GET", "/tasks", params={"includeArtifacts": "1"})
+    assert refused.status_code == 400
+    assert "includeArtifacts: expected true or false" in refused.json()["error"]["message"]
+    for word in ("true", "false"):
+        response = await server.rest("GET", "/tasks", params={"includeArtifacts": word})
+        assert response.status_code == 200
+
+
 async def test_a_malformed_last_event_id_is_invalid_params(server: LiveServer) -> None:
     body = await server.jsonrpc(
         "SubscribeToTask", {"id": "x"}, headers={"Last-Event-ID": "yesterday"}

@@ -120,6 +120,29 @@ async def test_a_0_3_error_has_its_reason_in_data(tmp_path: Path) -> None:
     assert rest.status_code == 404 and rest.json()["code"] == -32001
 
 
+async def test_a_boolean_history_length_is_invalid_params_on_both_0_3_bindings(
+    tmp_path: Path,
+) -> None:
+    send = {"message": message_v0_3("echo hi"), "configuration": {"historyLength": True}}
+    proto_message = {"messageId": "m-1", "role": "ROLE_USER", "content": [{"text": "echo hi"}]}
+    proto_send = {"request": proto_message, "configuration": {"historyLength": True}}
+    async with live_server(tmp_path, serve_scripted()) as server, client_v0_3(server) as client:
+        answers = [
+            await call_v0_3(client, "message/send", send),
+            await call_v0_3(client, "tasks/get", {"id": "x", "historyLength": True}),
+        ]
+        rests = [
+            await client.post("/rest/v1/message:send", json=proto_send),
+            await client.get("/rest/v1/tasks/x", params={"historyLength": "true"}),
+        ]
+    for answer in answers:
+        assert answer["error"]["code"] == -32602
+        assert "historyLength: " in answer["error"]["message"]
+    for rest in rests:
+        assert rest.status_code == 400
+        assert "historyLength: " in rest.json()["message"]
+
+
 # --- the switch -------------------------------------------------------------------------
 
 

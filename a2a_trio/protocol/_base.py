@@ -19,7 +19,9 @@ from pydantic.alias_generators import to_camel
 
 __all__ = [
     "Base64Bytes",
+    "ProtoBool",
     "ProtoEnum",
+    "ProtoInt",
     "ProtoModel",
     "Timestamp",
     "format_timestamp",
@@ -111,6 +113,33 @@ Timestamp = Annotated[
     BeforeValidator(parse_timestamp),
     PlainSerializer(format_timestamp, return_type=str, when_used="json"),
 ]
+
+
+def _not_a_boolean(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {str(value).lower()}")
+    return value
+
+
+#: A protobuf integer field: a JSON number, or a string of one (ProtoJSON takes
+#: both), never ``true`` or ``false``. Python's bool is an int, so pydantic's
+#: lax mode would read ``true`` as 1 (protobuf's own parser refuses it).
+ProtoInt = Annotated[int, BeforeValidator(_not_a_boolean)]
+
+
+def _true_or_false(value: Any) -> Any:
+    # A query string carries every value as text: there, "true" and "false" are the
+    # booleans (both bindings of a client write them so); nothing else is one.
+    if isinstance(value, str) and value in ("true", "false"):
+        return value == "true"
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+#: A protobuf bool field: ``true`` or ``false`` (or those words in a query string),
+#: never 1, 0, "yes" or "on", which pydantic's lax mode would read as booleans.
+ProtoBool = Annotated[bool, BeforeValidator(_true_or_false)]
 
 
 def _decode_base64(value: Any) -> bytes:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .._base import ProtoModel
+from .._base import ProtoBool, ProtoInt, ProtoModel
 from ..models import (
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
@@ -47,8 +47,8 @@ __all__ = [
 
 class MessageSendConfigurationV03(ProtoModel):
     accepted_output_modes: list[str] | None = None
-    blocking: bool | None = None
-    history_length: int | None = Field(default=None, ge=0)
+    blocking: ProtoBool | None = None
+    history_length: ProtoInt | None = Field(default=None, ge=0)
     push_notification_config: PushNotificationConfigV03 | None = None
 
     def to_v1(self) -> SendMessageConfiguration:
@@ -84,7 +84,7 @@ class TaskQueryParamsV03(ProtoModel):
     """``tasks/get``."""
 
     id: str = Field(min_length=1)
-    history_length: int | None = Field(default=None, ge=0)
+    history_length: ProtoInt | None = Field(default=None, ge=0)
     metadata: Struct | None = None
 
     def to_v1(self) -> GetTaskRequest:

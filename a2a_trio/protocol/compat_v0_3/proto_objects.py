@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from .._base import Base64Bytes, ProtoModel
+from .._base import Base64Bytes, ProtoBool, ProtoInt, ProtoModel
 from ..limits import bounded_parts
 from ..models import (
     Artifact,
@@ -139,8 +139,8 @@ class ProtoMessageV03(ProtoModel):
 class ProtoSendMessageConfigurationV03(ProtoModel):
     accepted_output_modes: list[str] | None = None
     push_notification: PushNotificationConfigV03 | None = None
-    history_length: int | None = Field(default=None, ge=0)
-    blocking: bool | None = None
+    history_length: ProtoInt | None = Field(default=None, ge=0)
+    blocking: ProtoBool | None = None
 
     def to_v1(self) -> SendMessageConfiguration:
         return SendMessageConfiguration(

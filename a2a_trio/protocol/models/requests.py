@@ -7,7 +7,7 @@ from pydantic import (
     model_validator,
 )
 
-from .._base import ProtoModel, Timestamp, oneof_count
+from .._base import ProtoBool, ProtoInt, ProtoModel, Timestamp, oneof_count
 from .core import (
     Message,
     Task,
@@ -42,8 +42,8 @@ class SendMessageConfiguration(ProtoModel):
 
     accepted_output_modes: list[str] | None = None
     task_push_notification_config: TaskPushNotificationConfig | None = None
-    history_length: int | None = Field(default=None, ge=0)
-    return_immediately: bool | None = None
+    history_length: ProtoInt | None = Field(default=None, ge=0)
+    return_immediately: ProtoBool | None = None
 
 
 class SendMessageRequest(ProtoModel):
@@ -60,7 +60,7 @@ class GetTaskRequest(ProtoModel):
 
     tenant: str | None = None
     id: Id
-    history_length: int | None = Field(default=None, ge=0)
+    history_length: ProtoInt | None = Field(default=None, ge=0)
 
 
 class ListTasksRequest(ProtoModel):
@@ -69,11 +69,11 @@ class ListTasksRequest(ProtoModel):
     tenant: str | None = None
     context_id: OptionalId = None
     status: TaskStateField | None = None
-    page_size: int | None = Field(default=None, ge=1, le=100)
+    page_size: ProtoInt | None = Field(default=None, ge=1, le=100)
     page_token: str | None = None
-    history_length: int | None = Field(default=None, ge=0)
+    history_length: ProtoInt | None = Field(default=None, ge=0)
     status_timestamp_after: Timestamp | None = None
-    include_artifacts: bool | None = None
+    include_artifacts: ProtoBool | None = None
 
 
 class ListTasksResponse(ProtoModel):
@@ -81,8 +81,8 @@ class ListTasksResponse(ProtoModel):
 
     tasks: list[Task]
     next_page_token: str
-    page_size: int
-    total_size: int
+    page_size: ProtoInt
+    total_size: ProtoInt
 
 
 class CancelTaskRequest(ProtoModel):
@@ -121,7 +121,7 @@ class ListTaskPushNotificationConfigsRequest(ProtoModel):
 
     tenant: str | None = None
     task_id: Id
-    page_size: int | None = Field(default=None, ge=0)
+    page_size: ProtoInt | None = Field(default=None, ge=0)
     page_token: str | None = None
 
 
