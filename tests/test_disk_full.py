@@ -22,14 +22,14 @@ import psycopg
 import pytest
 import trio
 
-from a2a_trio import A2AApp
+from a2a_trio import A2AApp, EventQueue, RequestContext, TaskUpdater
 from a2a_trio.protocol import AgentCapabilities, StorageFullError
 from a2a_trio.protocol.grpc_wire import GrpcStatus, error_status
 from a2a_trio.store import SqliteStore
 from a2a_trio.store.space import StorageCondition, is_disk_full
 from a2a_trio.store.url import PostgresLocation
 
-from .agents import ScriptedExecutor
+from .agents import Gate, ScriptedExecutor
 from .conftest import LiveServer, live_server, make_card, user_message
 from .postgres import database_for, postgres_changes
 
@@ -271,6 +271,57 @@ async def test_a_paused_task_whose_continuation_cannot_be_stored_stays_paused(
     assert storage_full(refused), refused
     assert paused == "TASK_STATE_INPUT_REQUIRED"
     assert continued["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+class WaitingContinuation(ScriptedExecutor):
+    """A new task as scripted (``ask`` pauses); a continuation waits on ``turn`` first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.turn = Gate()
+
+    async def execute(self, context: RequestContext, queue: EventQueue) -> None:
+        if context.current_task is None:
+            await super().execute(context, queue)
+            return
+        await self.turn.pass_through()  # its message is stored by now
+        updater = TaskUpdater(queue, context.task_id, context.context_id)
+        await updater.start_work()
+        await updater.complete("done")
+
+
+async def test_a_continuation_whose_work_cannot_be_stored_leaves_the_task_paused_for_its_retry(
+    small_disk: Path,
+) -> None:
+    # Its message was stored, its first event was not: the client hears
+    # STORAGE_FULL ("nothing was stored, try again"), so the task must not end
+    # FAILED meanwhile, or the retry would find it closed to messages.
+    executor = WaitingContinuation()
+    async with full_disk_server(small_disk, executor) as (server, ballast):
+        host = server.app.mounts["default"].host
+        task_id = await start(server, "ask")
+        message = user_message("Ada", taskId=task_id)
+        async with trio.open_nursery() as nursery:
+
+            async def refused_while_full() -> None:
+                assert storage_full(await server.jsonrpc("SendMessage", {"message": message}))
+
+            nursery.start_soon(refused_while_full)
+            await executor.turn.reached.wait()
+            await fill(server, ballast)
+            executor.turn.release.set()
+        waiting, paused = host.endings_waiting, await state(server, task_id)
+        ballast.free()
+        retried = await server.jsonrpc("SendMessage", {"message": message})
+    assert (waiting, paused) == (0, "TASK_STATE_INPUT_REQUIRED")
+    task = retried["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert [m["parts"][0]["text"] for m in task["history"]] == [
+        "ask",
+        "What is your name?",
+        "Ada",
+        "done",
+    ]
 
 
 # --- PostgreSQL -----------------------------------------------------------------------------

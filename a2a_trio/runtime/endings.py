@@ -62,6 +62,11 @@ class PendingEndings:
         self._release = release
         self._endings: dict[str, Ending] = {}
 
+    @property
+    def waiting(self) -> int:
+        """How many tasks wait here for their ending to be stored."""
+        return len(self._endings)
+
     async def end_now(self, live: LiveTask, ending: Ending, lease: str | None) -> bool:
         """End the task now if the store takes it; else later (holding ``lease``): whether now."""
         try:

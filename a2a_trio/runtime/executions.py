@@ -142,6 +142,11 @@ class Executions:
         assert published is not None
         return published
 
+    @property
+    def endings_waiting(self) -> int:
+        """How many tasks wait for their ending to be stored (see PendingEndings)."""
+        return self._pending.waiting
+
     async def _run(self, live: LiveTask, execution: Execution) -> None:
         lease = None if self.state.cluster is None else new_token()
         execution.lease_token = lease
@@ -161,14 +166,15 @@ class Executions:
             full = failure if isinstance(failure, StorageFullError) else None
             if full is None:  # a full disk is logged once, by the store
                 log.exception("host failure while running task %s", live.task_id)
-            if began:
+            if began and not (full is not None and self._untouched(live, execution)):
                 # The task moved under this execution: it ends (created first if
                 # need be: the client then gets it), CANCELED if asked.
                 ending = ending_of(cancel_requested=execution.cancel_requested)
                 if not await self._pending.end_now(live, ending, lease):
                     lease = None  # held until the ending is stored
-            # Else nothing of this message was stored (a continuation's message
-            # among it): the task stays as it was, a paused one paused.
+            # Else nothing of this execution was stored (a continuation's message
+            # at most, which its retry repeats): the task stays as it was, a
+            # paused one paused, as the client told STORAGE_FULL expects.
             if full is not None:
                 execution.error = full  # retryable: the client tries again
             elif not execution.first.is_set():
@@ -191,6 +197,21 @@ class Executions:
                 self.state.observer.execution_ended(self.name, live.task_id, owner, error)
             live.feed.notify()
             self._live.release(live)
+
+    @staticmethod
+    def _untouched(live: LiveTask, execution: Execution) -> bool:
+        """Whether a continuation stored its message and nothing after it, uncanceled.
+
+        Its client is answered STORAGE_FULL ("nothing was stored, try again"):
+        ending the paused task FAILED would turn that retry away. The message
+        stays in the log; the retry's equal copy is shown once (HistoryWindow).
+        A cancel asked meanwhile still ends the task CANCELED.
+        """
+        return (
+            execution.continuing
+            and not execution.cancel_requested
+            and live.feed.current_seq == execution.start_seq
+        )
 
     async def _lease(self, live: LiveTask, execution: Execution) -> None:
         """Several processes: wait for the task's lease (one execution at a time, anywhere).

@@ -134,6 +134,11 @@ class AgentHost:
         """How many executions run now (cancels excepted)."""
         return len(self.executions.running)
 
+    @property
+    def endings_waiting(self) -> int:
+        """How many tasks wait for their FAILED or CANCELED ending to be stored."""
+        return self.executions.endings_waiting
+
     # --- lifetime -------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
