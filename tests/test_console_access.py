@@ -96,6 +96,45 @@ async def test_development_mode_without_a_token_logs_the_console_url_once(
     assert f"/_a2a/console#token={console.token}" in logged[0]
 
 
+async def test_a_sqlite_file_keeps_its_made_up_console_token_from_start_to_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "a2a_trio.console")
+    tokens = []
+    for _ in range(2):  # a restart: a new app on the same file
+        async with console_server(tmp_path, settings=ConsoleSettings()) as (server, console, _):
+            assert console.token is not None
+            headers = {"Authorization": f"Bearer {console.token}"}
+            assert (await server.client.get("/_a2a/api/tasks", headers=headers)).status_code == 200
+            tokens.append(console.token)
+    assert tokens[0] == tokens[1]
+    kept = tmp_path / "a2a.db.console-token"
+    assert kept.read_text().strip() == tokens[0]
+    assert kept.stat().st_mode & 0o777 == 0o600
+    said = [r.getMessage() for r in caplog.records if tokens[0] in r.getMessage()]
+    assert len(said) == 2
+    assert all(
+        f"a token kept beside {tmp_path / 'a2a.db'}, the same at every start" in line
+        for line in said
+    )
+
+
+async def test_a_database_in_memory_makes_up_a_console_token_for_the_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "a2a_trio.console")
+    settings = ConsoleSettings()
+    async with console_server(tmp_path, settings=settings, database=":memory:") as (_, console, _):
+        assert console.token is not None
+    said = [r.getMessage() for r in caplog.records if console.token in r.getMessage()]
+    assert len(said) == 1 and "a token made up for this run" in said[0]
+    assert kept_tokens(tmp_path) == []
+
+
+def kept_tokens(folder: Path) -> list[Path]:
+    return list(folder.glob("*console-token"))
+
+
 def test_the_configuration_follows_its_mode(tmp_path: Path) -> None:
     database = str(tmp_path / "a.db")
     production = build_app(

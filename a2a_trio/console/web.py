@@ -103,6 +103,9 @@ class Console:
         self._announced = True
         #: Whether the token was made up at start (development mode without one).
         self.generated = False
+        #: Where a made-up token lasts: "run", "database" (kept beside its
+        #: file) or "deployment" (every process of the database takes it).
+        self._kept_for = "run"
         #: Where the app is served, for the URL logged at start (``a2a-trio serve`` sets it).
         self.base_url: str | None = app.a2a_settings.public_url
         configured = self.token is not None or scheme is not None
@@ -177,7 +180,8 @@ class Console:
         On PostgreSQL a token made up in development mode is the deployment's
         (kept in the database), so every process takes the same one; its URL
         is logged by one of the live web processes (the first to start, and
-        after it died, the next one to start).
+        after it died, the next one to start). A SQLite file keeps it in a
+        file beside itself, so the URL stays the same from start to start.
         """
         app = self.app
         for mount in app.mounts.values():
@@ -194,7 +198,12 @@ class Console:
                 self.token, _ = await cluster.coordination.shared_setting(
                     _TOKEN_SETTING, self.token or secrets.token_urlsafe(24)
                 )
+                self._kept_for = "deployment"
                 self._announced = await cluster.coordination.claim_duty("console link")
+        elif self.generated:
+            kept = app.store.development_token()  # a SQLite file keeps it beside itself
+            if kept is not None:
+                self.token, self._kept_for = kept, "database"
 
     def member_stats(self) -> dict[str, float]:
         """This process's share of the deployment's counters (reported with its heartbeat)."""
@@ -233,12 +242,13 @@ class Console:
             )
         elif self.generated and self._announced:
             base = self.base_url or served_address() or "http://<this server>"
-            shared = " (every process of the database takes it)" if self.app.cluster else ""
-            log.warning(
-                "console (development mode, a token made up for this deployment%s): %s",
-                shared,
-                self.url(base),
-            )
+            kept = {
+                "run": "made up for this run",
+                "database": f"kept beside {self.app.store.display}, the same at every start",
+                "deployment": "made up for this deployment (every process of the database"
+                " takes it)",
+            }[self._kept_for]
+            log.warning("console (development mode, a token %s): %s", kept, self.url(base))
 
     # --- /metrics ---------------------------------------------------------------------
 

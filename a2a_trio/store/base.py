@@ -86,6 +86,14 @@ class Lifetime(Protocol):
         """
         return None
 
+    def development_token(self) -> str | None:
+        """The console token this database keeps for development mode, made on first use.
+
+        None: it keeps none here (in memory; PostgreSQL shares one through
+        :attr:`coordination`), and the console makes one for the run.
+        """
+        return None
+
 
 class TaskLog(Protocol):
     """Tasks and their append-only log: recorded in rounds, read back by task or page."""

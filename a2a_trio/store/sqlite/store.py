@@ -46,7 +46,7 @@ from ..records import (
 )
 from ..retention import prune_in_batches
 from ..rounds import Round, ShareOutcome
-from ..secrets import SecretBox
+from ..secrets import SecretBox, development_token
 from ..space import StorageCondition
 from . import pruning
 from .database import Database, Synchronous
@@ -88,6 +88,12 @@ class SqliteStore(Store):
 
     async def check(self) -> None:
         self.database.check()
+
+    def development_token(self) -> str | None:
+        """Kept beside the file (``NAME.console-token``), as the generated secret key is."""
+        if self.database.in_memory:
+            return None
+        return development_token(Path(self.path))
 
     def connect(self, *, exclusive: bool = False) -> SqliteStore:
         """:meth:`open`, synchronously (SQLite only): for tools, tests and :attr:`db`.
