@@ -19,6 +19,12 @@ turn 2's, and 100-turn conversations at >= 80 % of the turns/s of new tasks.
 Follow-ups name no ``historyLength`` unless ``--conversation-history N`` says so:
 the server then answers with the task's whole history window, as a client that
 does not ask otherwise gets it.
+
+A turn not answered as a paused task (an error, say the reference's SQLite
+"database is locked" under this load) ends its conversation: it is counted
+(``failed_turns``, with the first such answer), the next conversation starts,
+and turns/s and latencies count the answered turns only, as the wrk cases
+count verified responses only.
 """
 
 from __future__ import annotations
@@ -84,20 +90,30 @@ async def _turn(
     return str(task["id"]), len(response.body)
 
 
+@dataclass(slots=True)
+class _Run:
+    """What the conversations of one length gave: by turn number, and in all."""
+
+    latencies: dict[int, list[float]]
+    sizes: dict[int, int]
+    failures: list[str]
+    seconds: float = 0.0
+
+
 async def _converse(
     ports: Sequence[int],
     length: int,
     conversations: int,
     settings: ConversationSettings,
     nonce: str,
-) -> tuple[dict[int, list[float]], dict[int, int], float]:
-    """Run the conversations; latencies (s) and answer sizes by turn number, and the wall time.
+) -> _Run:
+    """Run the conversations: latencies (s) and answer sizes by turn number, failed turns
+    (each ends its conversation), and the wall time.
 
     With several ports (processes serving one database), turn N of conversation
     C goes to port (C + N) mod their number: every follow-up to another process.
     """
-    latencies: dict[int, list[float]] = {turn: [] for turn in range(1, length + 1)}
-    sizes: dict[int, int] = {}
+    run = _Run({turn: [] for turn in range(1, length + 1)}, {}, [])
     left = iter(range(conversations))
 
     async def worker() -> None:
@@ -108,9 +124,13 @@ async def _converse(
                 for turn in range(1, length + 1):
                     client = clients[(conversation + turn) % len(clients)]
                     began = time.perf_counter()
-                    task_id, size = await _turn(client, nonce, task_id, settings.history_length)
-                    latencies[turn].append(time.perf_counter() - began)
-                    sizes[turn] = size
+                    try:
+                        task_id, size = await _turn(client, nonce, task_id, settings.history_length)
+                    except ConversationError as failure:
+                        run.failures.append(str(failure))
+                        break
+                    run.latencies[turn].append(time.perf_counter() - began)
+                    run.sizes[turn] = size
         finally:
             for client in clients:
                 await client.aclose()
@@ -119,7 +139,8 @@ async def _converse(
     async with trio.open_nursery() as nursery:
         for _ in range(min(settings.concurrency, conversations)):
             nursery.start_soon(worker)
-    return latencies, sizes, time.perf_counter() - began
+    run.seconds = time.perf_counter() - began
+    return run
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -142,14 +163,15 @@ async def _measure(
         rounds = max(1, math.ceil(settings.total_turns / (length * settings.concurrency)))
         conversations = rounds * settings.concurrency
         cpu_before = sum(cpu_seconds(pid) for pid in pids)
-        latencies, sizes, wall = await _converse(ports, length, conversations, settings, nonce)
+        run = await _converse(ports, length, conversations, settings, nonce)
         cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
-        turns = conversations * length
+        latencies = run.latencies
+        turns = sum(len(values) for values in latencies.values())  # answered ones
         by_turn = {
             turn: {
                 "p50_ms": _percentile(latencies[turn], 0.5) * 1e3,
                 "p99_ms": _percentile(latencies[turn], 0.99) * 1e3,
-                "answer_bytes": sizes[turn],
+                "answer_bytes": run.sizes.get(turn, 0),
             }
             for turn in _shown_turns(length)
         }
@@ -159,9 +181,11 @@ async def _measure(
                 "length": length,
                 "conversations": conversations,
                 "turns": turns,
-                "seconds": wall,
-                "turns_per_s": turns / wall,
-                "cpu_us_per_turn": cpu / turns * 1e6,
+                "failed_turns": len(run.failures),
+                "first_failure": run.failures[0][:300] if run.failures else None,
+                "seconds": run.seconds,
+                "turns_per_s": turns / run.seconds,
+                "cpu_us_per_turn": cpu / turns * 1e6 if turns else math.nan,
                 "follow_up_p50_ms": _percentile(follow_ups, 0.5) * 1e3,
                 "follow_up_p99_ms": _percentile(follow_ups, 0.99) * 1e3,
                 "by_turn": {str(turn): figures for turn, figures in by_turn.items()},
@@ -210,12 +234,12 @@ def render_conversations(results: dict[str, Any]) -> list[str]:
         "creates the task, each later turn continues it. CPU: the server process's, per turn.",
         "",
         "| server | turns per conversation | turns/s | CPU µs/turn | follow-up p50 ms "
-        "| follow-up p99 ms |",
-        "|---|---|---|---|---|---|",
+        "| follow-up p99 ms | failed turns |",
+        "|---|---|---|---|---|---|---|",
     ]
     for server, entry in results.items():
         if entry.get("status") != "ok":
-            lines.append(f"| {server} | FAILED: {str(entry.get('error'))[:120]} | | | | |")
+            lines.append(f"| {server} | FAILED: {str(entry.get('error'))[:120]} | | | | | |")
             continue
         for length in entry["result"]["lengths"]:
             follow = length["length"] > 1
@@ -223,7 +247,8 @@ def render_conversations(results: dict[str, Any]) -> list[str]:
                 f"| {server} | {length['length']} | {_num(length['turns_per_s'])} "
                 f"| {_num(length['cpu_us_per_turn'])} "
                 f"| {_num(length['follow_up_p50_ms']) if follow else '—'} "
-                f"| {_num(length['follow_up_p99_ms']) if follow else '—'} |"
+                f"| {_num(length['follow_up_p99_ms']) if follow else '—'} "
+                f"| {length.get('failed_turns', 0)} |"
             )
     lines += [
         "",
@@ -247,4 +272,11 @@ def render_conversations(results: dict[str, Any]) -> list[str]:
         if targets:
             shown = ", ".join(f"{name} **{value:.2f}**" for name, value in targets.items())
             lines.append(f"- {server}: {shown} (targets: <= 1.25, >= 0.80)")
+        for length in entry["result"]["lengths"]:
+            if length.get("failed_turns"):
+                lines.append(
+                    f"- {server}, {length['length']} turns: {length['failed_turns']} turns"
+                    f" failed, each ending its conversation; the first: "
+                    f"`{length['first_failure']}`"
+                )
     return lines

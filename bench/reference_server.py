@@ -52,6 +52,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from starlette.applications import Starlette
 
 from .common import (
+    ASK_PREFIX,
+    ASK_QUESTION,
     CARD_DESCRIPTION,
     CARD_NAME,
     CARD_PATH,
@@ -74,7 +76,9 @@ class BenchExecutor(AgentExecutor):
 
     Echo: the task (SUBMITTED), WORKING, one text artifact repeating the text,
     COMPLETED. Hold: the task, WORKING, then sleep until the SDK cancels the
-    execution (CancelTask calls :meth:`cancel`, which marks it CANCELED).
+    execution (CancelTask calls :meth:`cancel`, which marks it CANCELED). Ask
+    (a turn of the ``conversation`` case): the task if new, WORKING, then
+    INPUT_REQUIRED with the question, a new task and each follow-up alike.
     """
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -86,6 +90,10 @@ class BenchExecutor(AgentExecutor):
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         await updater.start_work()
+        if text.startswith(ASK_PREFIX):
+            question = updater.new_agent_message([new_text_part(ASK_QUESTION)])
+            await updater.requires_input(question)
+            return
         if text.startswith(HOLD_PREFIX):
             await asyncio.Event().wait()  # until cancelled
             return

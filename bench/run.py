@@ -66,8 +66,11 @@ from .servers import (
 )
 from .wrk import WRK_CASES, WrkCase, run_wrk, wrk_version
 
-#: The module of the a2a-trio servers (the only ones with the feed and the "ask" agent).
+#: The module of the a2a-trio servers (the only ones with the feed).
 TRIO_SERVER = "bench.trio_server"
+#: The modules whose agent answers ``ask ...`` (the conversation case): a2a-trio's
+#: and the a2a-sdk reference's.
+ASKING_SERVERS = (TRIO_SERVER, "bench.reference_server")
 
 PACKAGES = (
     "a2a-trio",
@@ -119,7 +122,7 @@ CASES: tuple[Case, ...] = (
     Case(
         "conversation",
         "conversation",
-        "conversations of 1, 10 and 100 turns at c=16: turns/s, latency by turn (a2a-trio only)",
+        "conversations of 1, 10 and 100 turns at c=16: turns/s, latency by turn",
     ),
 )
 
@@ -338,8 +341,20 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _leaves(error: BaseException) -> Iterator[BaseException]:
+    """The errors a trio nursery's group holds (its own message says only how many)."""
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield error
+
+
 def _failed(error: BaseException, server: ServerProcess | None = None) -> dict[str, Any]:
-    detail = "".join(traceback.format_exception_only(type(error), error)).strip()
+    detail = "; ".join(
+        "".join(traceback.format_exception_only(type(leaf), leaf)).strip()
+        for leaf in _leaves(error)
+    )
     if server is not None and not server.alive():
         detail = (
             f"server exited with {server.process.returncode}: {detail}\n"
@@ -475,8 +490,10 @@ def run_server(
     """Every selected case against ``kind``; results go to ``record(case, server, entry)``."""
     if kind.wrk_only:
         cases = [case for case in cases if case.wrk is not None]
-    if kind.module != TRIO_SERVER:  # only a2a-trio has a live feed and the "ask" agent
-        cases = [case for case in cases if case.kind not in ("feed", "conversation")]
+    if kind.module != TRIO_SERVER:  # only a2a-trio has a live feed
+        cases = [case for case in cases if case.kind != "feed"]
+    if kind.module not in ASKING_SERVERS:
+        cases = [case for case in cases if case.kind != "conversation"]
     load_cases = [case for case in cases if case.kind != "streams"]
     session = ServerSession(kind, workdir, settings.server_core, postgres)
     try:
