@@ -260,6 +260,9 @@ class AgentSettings(_Section):
     restartable: bool = False
     #: Serve the gRPC binding too, on the same port over HTTP/2 (docs/protocol.md).
     grpc: bool = True
+    #: Where this agent's tasks live when not in storage.url: a path, a
+    #: sqlite:/// or a postgresql:// URL (docs/deployment.md, "Several databases").
+    storage: str | None = None
 
 
 class Settings(_Section):
@@ -477,6 +480,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
                 execution=agent.execution,
                 restartable=agent.restartable,
                 grpc=agent.grpc,
+                storage=agent.storage,
             )
         except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
             raise ConfigError(f"agents[{index}] ({agent.name}): {error}") from None

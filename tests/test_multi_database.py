@@ -1,0 +1,370 @@
+"""Agents that name their own storage: a deployment spread over several databases.
+
+In one process, two agents on two SQLite files; over a fleet (2 web
+processes and a worker, real subprocesses), two agents on two PostgreSQL
+databases (``tests.multidb_app``, and the worker from a2a.toml). Each agent's tasks live only
+in its database; the console lists them all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from a2a_trio import A2AApp
+from a2a_trio.config import ConfigError, build_app, load_settings
+from a2a_trio.store.url import DatabaseURLError, PostgresLocation
+
+from .agents import ScriptedExecutor
+from .conftest import make_card, user_message
+from .console_helpers import TOKEN, console_server
+from .postgres import fresh_database, postgres_url, rows
+from .servers import REPO, STARTUP_TIMEOUT, ServerProcess
+from .test_cluster import LEASE_SECONDS, VERSION, call, state_of, wait_for_file
+
+OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def task_ids(path: Path) -> set[tuple[str, str]]:
+    """(agent, task id) of every task the SQLite file at ``path`` holds."""
+    with closing(sqlite3.connect(path)) as db:
+        return {(agent, task) for agent, task in db.execute("SELECT agent, id FROM tasks")}
+
+
+async def test_two_agents_keep_their_tasks_in_their_own_sqlite_files(tmp_path: Path) -> None:
+    first, second = tmp_path / "a2a.db", tmp_path / "other.db"
+
+    def mount_other(app: A2AApp) -> None:
+        app.mount(
+            "/other",
+            card=make_card(),
+            executor=ScriptedExecutor(),
+            name="other",
+            storage=f"sqlite:///{second}",
+        )
+
+    async with console_server(tmp_path, configure=mount_other, database=first) as (server, _, _):
+        assert server.app.mounts["other"].host.store is not server.app.store
+        mine, theirs = [], []
+        for number in range(3):
+            reply = await server.jsonrpc("SendMessage", {"message": user_message(f"echo {number}")})
+            mine.append(reply["result"]["task"]["id"])
+            reply = await server.jsonrpc(
+                "SendMessage", {"message": user_message(f"echo {number}")}, prefix="/other"
+            )
+            assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            theirs.append(reply["result"]["task"]["id"])
+        # Each agent finds its own tasks, and only its own.
+        got = await server.jsonrpc("GetTask", {"id": theirs[0]}, prefix="/other")
+        assert got["result"]["id"] == theirs[0]
+        missing = await server.jsonrpc("GetTask", {"id": theirs[0]})
+        assert missing["error"]["code"] == -32001
+        # The console lists both databases' tasks, newest first, page by page.
+        seen: list[str] = []
+        token = ""
+        while True:
+            page = await server.client.get(
+                "/_a2a/api/tasks", params={"pageSize": 2, "pageToken": token}, headers=OPERATOR
+            )
+            assert page.status_code == 200, page.text
+            body = page.json()
+            assert len(body["tasks"]) <= 2
+            seen += [task["id"] for task in body["tasks"]]
+            token = body["nextPageToken"]
+            if not token:
+                break
+        only = await server.client.get(
+            "/_a2a/api/tasks", params={"agent": "other"}, headers=OPERATOR
+        )
+        timeline = await server.client.get(f"/_a2a/api/tasks/other/{theirs[1]}", headers=OPERATOR)
+        ready = await server.client.get("/_a2a/health/ready")
+    assert sorted(seen) == sorted(mine + theirs) and len(seen) == 6
+    assert [task["id"] for task in only.json()["tasks"]] == list(reversed(theirs))
+    assert timeline.status_code == 200 and timeline.json()["state"] == "TASK_STATE_COMPLETED"
+    assert ready.status_code == 200, ready.text
+    assert f"database {second}" in ready.json()["checks"]
+    assert task_ids(first) == {("scripted", task) for task in mine}
+    assert task_ids(second) == {("other", task) for task in theirs}
+
+
+def test_agents_naming_one_database_share_it_and_the_default_is_the_apps(tmp_path: Path) -> None:
+    app = A2AApp(database=tmp_path / "a2a.db", console=False)
+    here = app.mount(
+        "/a",
+        card=make_card(),
+        executor=ScriptedExecutor(),
+        name="a",
+        storage=f"sqlite:///{tmp_path / 'a2a.db'}",
+    )
+    one = app.mount(
+        "/b", card=make_card(), executor=ScriptedExecutor(), name="b", storage=tmp_path / "b.db"
+    )
+    two = app.mount(
+        "/c",
+        card=make_card(),
+        executor=ScriptedExecutor(),
+        name="c",
+        storage=str(tmp_path / "b.db"),
+    )
+    assert here.host.store is app.store
+    assert one.host.store is two.host.store is not app.store
+    assert len(app.databases.all) == 2
+
+
+def test_an_agent_naming_an_unknown_scheme_is_refused_with_the_key(tmp_path: Path) -> None:
+    app = A2AApp(database=tmp_path / "a2a.db", console=False)
+    with pytest.raises(DatabaseURLError, match=r"^storage: unsupported scheme 'mysql'"):
+        app.mount("/a", card=make_card(), executor=ScriptedExecutor(), storage="mysql://h/db")
+    assert app.mounts == {}
+    (tmp_path / "a2a.toml").write_text(
+        '[[agents]]\nname = "echo"\nexecutor = "a2a_trio.echo:EchoExecutor"\n'
+        'card = "a2a_trio.echo:echo_card"\nstorage = "mysql://db.example/agents"\n'
+    )
+    with pytest.raises(ConfigError) as refused:
+        build_app(load_settings(tmp_path / "a2a.toml"))
+    assert str(refused.value) == (
+        "agents[0] (echo): storage: unsupported scheme 'mysql';"
+        " use sqlite:///path or postgresql://host/db"
+    )
+
+
+# --- two PostgreSQL databases: 2 web processes and a worker ----------------------------------
+
+WORKER_CONFIG = """
+[storage]
+url = "{first}"
+
+[cluster]
+lease_seconds = {lease}
+
+[console]
+token = "{token}"
+
+[[agents]]
+name = "a"
+executor = "tests.cluster_app:ClusterExecutor"
+card = "tests.conftest:make_card"
+execution = "queued"
+
+[[agents]]
+name = "b"
+prefix = "/b"
+executor = "tests.cluster_app:ClusterExecutor"
+card = "tests.conftest:make_card"
+execution = "queued"
+storage = "{second}"
+"""
+#: Each agent of the fleet by its prefix.
+PREFIXES = {"a": "", "b": "/b"}
+
+
+class Fleet:
+    """``tests.multidb_app`` served by 2 hypercorn processes, and ``a2a-trio worker``."""
+
+    def __init__(self, first: str, second: str, directory: Path) -> None:
+        self.databases = {"a": first, "b": second}
+        self.directory = directory
+        env = {"MULTIDB_SECOND": second}
+        self.web: list[ServerProcess] = []
+        self.worker: subprocess.Popen[bytes] | None = None
+        config = directory / "a2a.toml"
+        config.write_text(
+            WORKER_CONFIG.format(first=first, second=second, lease=LEASE_SECONDS, token=TOKEN)
+        )
+        self.worker_log = directory / "w0.log"
+        try:
+            for n in range(2):
+                log = directory / f"web{n}.log"
+                self.web.append(
+                    ServerProcess.start(
+                        first,
+                        log,
+                        app="tests.multidb_app:app",
+                        env={
+                            "CLUSTER_TEST_DIR": str(directory),
+                            "CLUSTER_PROCESS_NAME": f"web{n}",
+                            "A2A_TRIO_LEASE_SECONDS": str(LEASE_SECONDS),
+                            **env,
+                        },
+                    )
+                )
+            self._start_worker(config)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_worker(self, config: Path) -> None:
+        env = {
+            **os.environ,
+            # tests.cluster_app, which the configuration names, reads it on import.
+            "A2A_TRIO_DATABASE": self.databases["a"],
+            "CLUSTER_TEST_DIR": str(self.directory),
+            "CLUSTER_PROCESS_NAME": "w0",
+        }
+        with self.worker_log.open("ab") as log:
+            self.worker = subprocess.Popen(
+                [sys.executable, "-m", "a2a_trio.cli", "worker", "--config", str(config)],
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while "working for a, b" not in self.worker_log.read_text(errors="replace"):
+            assert self.worker.poll() is None, self.worker_log.read_text(errors="replace")
+            assert time.monotonic() < deadline, self.worker_log.read_text(errors="replace")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.worker is not None and self.worker.poll() is None:
+            self.worker.send_signal(signal.SIGTERM)
+            try:
+                self.worker.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.worker.pid, signal.SIGKILL)
+                self.worker.wait(10)
+        for server in self.web:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def fleet(postgres: PostgresLocation, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    with (
+        fresh_database(postgres, prefix="h_multidb_a") as first,
+        fresh_database(postgres, prefix="h_multidb_b") as second,
+    ):
+        running = Fleet(
+            postgres_url(first), postgres_url(second), tmp_path_factory.mktemp("multidb")
+        )
+        try:
+            yield running
+        finally:
+            running.stop()
+
+
+def agent_client(server: ServerProcess, agent: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        base_url=server.url + PREFIXES[agent], headers=VERSION, timeout=30, trust_env=False
+    )
+
+
+async def rpc_to(server: ServerProcess, agent: str, method: str, **params: Any) -> dict[str, Any]:
+    async with agent_client(server, agent) as http:
+        return await call(http, method, params)
+
+
+async def started(server: ServerProcess, agent: str, text: str) -> str:
+    configuration = {"returnImmediately": True}
+    answer = await rpc_to(
+        server, agent, "SendMessage", message=user_message(text), configuration=configuration
+    )
+    task_id: str = answer["task"]["id"]
+    return task_id
+
+
+async def streamed_states(
+    server: ServerProcess, agent: str, method: str, **params: Any
+) -> list[str | None]:
+    """The states of a streaming call's events, until the stream ends."""
+    body = {"jsonrpc": "2.0", "id": "s", "method": method, "params": params}
+    states: list[str | None] = []
+    async with (
+        agent_client(server, agent) as http,
+        http.stream("POST", "/jsonrpc", json=body, headers={"Accept": "text/event-stream"}) as sse,
+    ):
+        assert sse.status_code == 200
+        async for line in sse.aiter_lines():
+            if line.startswith("data:"):
+                data = json.loads(line[5:])
+                assert "error" not in data, data
+                states.append(state_of(data["result"]))
+    return states
+
+
+async def state_becomes(server: ServerProcess, agent: str, task_id: str, state: str) -> None:
+    with trio.fail_after(10):
+        while True:
+            task = await rpc_to(server, agent, "GetTask", id=task_id)
+            if task["status"]["state"] == state:
+                return
+            await trio.sleep(0.02)
+
+
+@pytest.mark.parametrize("agent", ["a", "b"])
+async def test_each_agents_tasks_live_only_in_its_database(fleet: Fleet, agent: str) -> None:
+    web0, web1 = fleet.web
+    done = await rpc_to(web0, agent, "SendMessage", message=user_message("tick 2"))
+    task_id = done["task"]["id"]
+    assert done["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert (await rpc_to(web1, agent, "GetTask", id=task_id))["id"] == task_id
+    other = "b" if agent == "a" else "a"
+    found = {
+        name: rows(database, "SELECT agent FROM tasks WHERE id = ?", task_id)
+        for name, database in fleet.databases.items()
+    }
+    assert found == {agent: [(agent,)], other: []}
+    for name, database in fleet.databases.items():  # never a row of the other agent
+        assert rows(database, "SELECT DISTINCT agent FROM tasks") in ([], [(name,)])
+        assert rows(database, "SELECT DISTINCT agent FROM task_events") in ([], [(name,)])
+    assert (fleet.directory / f"{task_id}.holder.w0").exists()  # ran on the worker
+
+
+@pytest.mark.parametrize("agent", ["a", "b"])
+async def test_a_stream_on_one_process_sees_an_execution_elsewhere(
+    fleet: Fleet, agent: str
+) -> None:
+    web0, web1 = fleet.web
+    states = await streamed_states(
+        web0, agent, "SendStreamingMessage", message=user_message("tick 4")
+    )
+    assert states[0] == "TASK_STATE_SUBMITTED" or states[0] == "TASK_STATE_WORKING"
+    assert states[-1] == "TASK_STATE_COMPLETED"
+    task_id = await started(web0, agent, "tick 6")
+    states = await streamed_states(web1, agent, "SubscribeToTask", id=task_id)
+    assert states[-1] == "TASK_STATE_COMPLETED"
+    assert states.count("TASK_STATE_WORKING") >= 2  # the ticks, recorded on the worker
+
+
+@pytest.mark.parametrize("agent", ["a", "b"])
+async def test_a_cancel_from_the_other_process_stops_the_execution(
+    fleet: Fleet, agent: str
+) -> None:
+    web0, web1 = fleet.web
+    task_id = await started(web0, agent, "hold")
+    await state_becomes(web1, agent, task_id, "TASK_STATE_WORKING")
+    canceled = await rpc_to(web1, agent, "CancelTask", id=task_id)
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    stopped = fleet.directory / f"{task_id}.stopped"
+    await wait_for_file(stopped)
+    assert stopped.read_text().split()[1] == "w0"
+
+
+async def test_the_console_lists_the_tasks_of_both_databases(fleet: Fleet) -> None:
+    web0, web1 = fleet.web
+    ids = {agent: await started(web0, agent, "tick 1") for agent in PREFIXES}
+    for agent, task_id in ids.items():
+        await state_becomes(web0, agent, task_id, "TASK_STATE_COMPLETED")
+    async with httpx.AsyncClient(base_url=web1.url, headers=OPERATOR, trust_env=False) as http:
+        listed = (await http.get("/_a2a/api/tasks", params={"pageSize": 500})).json()["tasks"]
+        only_b = (await http.get("/_a2a/api/tasks", params={"agent": "b"})).json()["tasks"]
+        timeline = await http.get(f"/_a2a/api/tasks/b/{ids['b']}")
+        ready = await http.get("/_a2a/health/ready")
+    assert {(task["agent"], task["id"]) for task in listed} >= set(ids.items())
+    assert {task["agent"] for task in only_b} == {"b"}
+    assert timeline.json()["state"] == "TASK_STATE_COMPLETED"
+    assert ready.status_code == 200, ready.text
