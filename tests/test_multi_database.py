@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from trio_websocket import open_websocket_url
 
 from a2a_trio import A2AApp
 from a2a_trio.config import ConfigError, build_app, load_settings
@@ -368,3 +369,22 @@ async def test_the_console_lists_the_tasks_of_both_databases(fleet: Fleet) -> No
     assert {task["agent"] for task in only_b} == {"b"}
     assert timeline.json()["state"] == "TASK_STATE_COMPLETED"
     assert ready.status_code == 200, ready.text
+
+
+@pytest.mark.parametrize("agent", ["a", "b"])
+async def test_the_feed_of_a_web_process_shows_what_the_worker_records(
+    fleet: Fleet, agent: str
+) -> None:
+    web0, web1 = fleet.web
+    address = web1.url.replace("http://", "ws://") + "/_a2a/feed?kind=task"
+    auth = [(b"Authorization", f"Bearer {TOKEN}".encode())]
+    async with open_websocket_url(address, extra_headers=auth) as ws:
+        assert json.loads(await ws.get_message())["kind"] == "feed.hello"
+        task_id = await started(web0, agent, "tick 2")  # run on the worker, sent to web0
+        seen: list[dict[str, Any]] = []
+        with trio.fail_after(10):
+            while not any(event.get("state") == "TASK_STATE_COMPLETED" for event in seen):
+                lines = (await ws.get_message()).splitlines()
+                seen += [e for e in map(json.loads, lines) if e.get("task") == task_id]
+    assert {event["agent"] for event in seen} == {agent}
+    assert seen[0]["kind"] == "task.created"
