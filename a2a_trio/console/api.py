@@ -185,7 +185,8 @@ class ConsoleApi:
         except ValueError as error:
             return error_response(400, "INVALID_ARGUMENT", str(error))
         state = args.get("state") or None
-        rows = await self._app.store.delivery_page(
+        store = self._store_of(args.get("agent") or None)
+        rows = await store.delivery_page(
             args.get("agent") or None,
             args.get("task") or None,
             state=state,
@@ -194,7 +195,7 @@ class ConsoleApi:
         )
         more = len(rows) > size
         rows = rows[:size]
-        hosts = await webhook_hosts(self._app.store, rows)
+        hosts = await webhook_hosts(store, rows)
         return json_response(
             {
                 "deliveries": [_delivery(d, hosts[d.id]) for d in rows],
