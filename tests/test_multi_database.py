@@ -35,6 +35,7 @@ from .console_helpers import TOKEN, console_server
 from .postgres import fresh_database, postgres_url, rows
 from .servers import REPO, STARTUP_TIMEOUT, ServerProcess
 from .test_cluster import LEASE_SECONDS, VERSION, call, state_of, wait_for_file
+from .test_console_metrics import scrape, value
 
 OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -92,11 +93,14 @@ async def test_two_agents_keep_their_tasks_in_their_own_sqlite_files(tmp_path: P
         )
         timeline = await server.client.get(f"/_a2a/api/tasks/other/{theirs[1]}", headers=OPERATOR)
         ready = await server.client.get("/_a2a/health/ready")
+        samples = await scrape(server.client, OPERATOR)
     assert sorted(seen) == sorted(mine + theirs) and len(seen) == 6
     assert [task["id"] for task in only.json()["tasks"]] == list(reversed(theirs))
     assert timeline.status_code == 200 and timeline.json()["state"] == "TASK_STATE_COMPLETED"
     assert ready.status_code == 200, ready.text
     assert f"database {second}" in ready.json()["checks"]
+    for agent in ("scripted", "other"):  # each counted from its own database
+        assert value(samples, "a2a_tasks", agent=agent, state="TASK_STATE_COMPLETED") == 3
     assert task_ids(first) == {("scripted", task) for task in mine}
     assert task_ids(second) == {("other", task) for task in theirs}
 

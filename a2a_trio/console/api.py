@@ -20,7 +20,7 @@ from ..server import A2AApp
 from ..store import Delivery, Store
 from ..store.browse import merge_pages
 from .access import Access, unauthorized
-from .fleet_view import deployment_counters, members, webhook_hosts
+from .fleet_view import deployment_counters, members, outbox_of, webhook_hosts
 from .hub import FeedHub
 from .responses import error_response, json_response
 
@@ -216,7 +216,7 @@ class ConsoleApi:
         """The deployment's counters, the outbox's backlog and the feed's position."""
         if not await self._operator():
             return unauthorized()
-        outbox = await self._app.store.outbox_summary()
+        outbox = await outbox_of(self._app)
         oldest = outbox.oldest_pending
         # The whole deployment's, with each member's share ("members").
         counters = await deployment_counters(self._app, self._stats())
