@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from cryptography.fernet import Fernet
 from trio_websocket import open_websocket_url
 
 from a2a_trio import A2AApp
@@ -33,9 +34,10 @@ from .agents import ScriptedExecutor
 from .conftest import make_card, user_message
 from .console_helpers import TOKEN, console_server
 from .postgres import fresh_database, postgres_url, rows
-from .servers import REPO, STARTUP_TIMEOUT, ServerProcess
+from .servers import REPO, STARTUP_TIMEOUT, ServerProcess, free_port
 from .test_cluster import LEASE_SECONDS, VERSION, call, state_of, wait_for_file
 from .test_console_metrics import scrape, value
+from .test_lifecycle import AGENT, CLI, UNREACHABLE, only_line, run
 
 OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -141,9 +143,26 @@ def test_an_agent_naming_an_unknown_scheme_is_refused_with_the_key(tmp_path: Pat
     with pytest.raises(ConfigError) as refused:
         build_app(load_settings(tmp_path / "a2a.toml"))
     assert str(refused.value) == (
-        "agents[0] (echo): storage: unsupported scheme 'mysql';"
-        " use sqlite:///path or postgresql://host/db"
+        "agents[0].storage: unsupported scheme 'mysql'; use sqlite:///path or postgresql://host/db"
     )
+
+
+def test_serve_refuses_an_agent_naming_an_unknown_scheme_with_one_line(tmp_path: Path) -> None:
+    config = AGENT + 'storage = "mysql://db.example/agents"\n'
+    done = run(tmp_path, *CLI, "serve", "--bind", f"127.0.0.1:{free_port()}", config=config)
+    assert done.returncode != 0, done.stdout
+    assert "agents[0].storage: unsupported scheme 'mysql'" in only_line(done)
+
+
+def test_serve_refuses_an_agent_whose_own_database_is_out_of_reach(tmp_path: Path) -> None:
+    # storage.url (a SQLite file here) answers; the agent's own database does not.
+    key = Fernet.generate_key().decode()  # no warning about a development key
+    config = f'[storage]\nsecret_key = "{key}"\n' + AGENT + f'storage = "{UNREACHABLE}"\n'
+    done = run(tmp_path, *CLI, "serve", "--bind", f"127.0.0.1:{free_port()}", config=config)
+    assert done.returncode == 1, done.stdout
+    line = only_line(done)
+    assert "agents[0].storage: cannot connect to PostgreSQL at postgres@127.0.0.1:1/nowhere" in line
+    assert "serving" not in line
 
 
 # --- two PostgreSQL databases: 2 web processes and a worker ----------------------------------
