@@ -28,16 +28,19 @@ from trio_websocket import open_websocket_url
 
 from a2a_trio import A2AApp
 from a2a_trio.config import ConfigError, build_app, load_settings
+from a2a_trio.protocol import AgentCapabilities
+from a2a_trio.push import PushSettings
 from a2a_trio.store.url import DatabaseURLError, PostgresLocation
 
 from .agents import ScriptedExecutor
-from .conftest import make_card, user_message
+from .conftest import live_server, make_card, user_message
 from .console_helpers import TOKEN, console_server
 from .postgres import fresh_database, postgres_url, rows
 from .servers import REPO, STARTUP_TIMEOUT, ServerProcess, free_port
 from .test_cluster import LEASE_SECONDS, VERSION, call, state_of, wait_for_file
 from .test_console_metrics import scrape, value
 from .test_lifecycle import AGENT, CLI, UNREACHABLE, only_line, run
+from .webhooks import webhook_receiver
 
 OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -105,6 +108,33 @@ async def test_two_agents_keep_their_tasks_in_their_own_sqlite_files(tmp_path: P
         assert value(samples, "a2a_tasks", agent=agent, state="TASK_STATE_COMPLETED") == 3
     assert task_ids(first) == {("scripted", task) for task in mine}
     assert task_ids(second) == {("other", task) for task in theirs}
+
+
+async def test_webhooks_of_an_agent_go_out_from_its_own_databases_outbox(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    card = make_card(capabilities=AgentCapabilities(streaming=True, push_notifications=True))
+
+    def mount(app: A2AApp) -> None:
+        app.mount("/other", card=card, executor=ScriptedExecutor(), name="other", storage=other)
+
+    push = PushSettings(allowed_hosts=("127.0.0.1",))
+    async with (
+        webhook_receiver() as hook,
+        live_server(tmp_path, mount, push_settings=push, console=False) as server,
+    ):
+        configuration = {"taskPushNotificationConfig": {"url": hook.url_for("/hook")}}
+        reply = await server.jsonrpc(
+            "SendMessage",
+            {"message": user_message("echo hi"), "configuration": configuration},
+            prefix="/other",
+        )
+        task_id = reply["result"]["task"]["id"]
+        with trio.fail_after(10):
+            received = await hook.wait_for(1)
+    assert task_id in received[0].body.decode()
+    outbox = "SELECT task_id FROM push_outbox"
+    assert {task for (task,) in rows(f"sqlite:///{other}", outbox)} == {task_id}
+    assert rows(f"sqlite:///{tmp_path / 'a2a.db'}", outbox) == []
 
 
 def test_agents_naming_one_database_share_it_and_the_default_is_the_apps(tmp_path: Path) -> None:
