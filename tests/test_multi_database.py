@@ -40,7 +40,7 @@ from .servers import REPO, STARTUP_TIMEOUT, ServerProcess, free_port
 from .test_cluster import LEASE_SECONDS, VERSION, call, state_of, wait_for_file
 from .test_console_metrics import scrape, value
 from .test_lifecycle import AGENT, CLI, UNREACHABLE, only_line, run
-from .webhooks import webhook_receiver
+from .webhooks import Reply, webhook_receiver
 
 OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -135,6 +135,43 @@ async def test_webhooks_of_an_agent_go_out_from_its_own_databases_outbox(tmp_pat
     outbox = "SELECT task_id FROM push_outbox"
     assert {task for (task,) in rows(f"sqlite:///{other}", outbox)} == {task_id}
     assert rows(f"sqlite:///{tmp_path / 'a2a.db'}", outbox) == []
+
+
+async def test_the_console_redrives_a_dead_letter_in_its_agents_database(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    card = make_card(capabilities=AgentCapabilities(streaming=True, push_notifications=True))
+
+    def mount(app: A2AApp) -> None:
+        app.mount("/other", card=card, executor=ScriptedExecutor(), name="other", storage=other)
+
+    push = PushSettings(allowed_hosts=("127.0.0.1",), max_attempts=1)
+    async with (
+        webhook_receiver(default=Reply(500)) as hook,
+        console_server(tmp_path, configure=mount, push_settings=push) as (server, _, _),
+    ):
+        configuration = {"taskPushNotificationConfig": {"url": hook.url_for("/hook")}}
+        await server.jsonrpc(
+            "SendMessage",
+            {"message": user_message("echo hi"), "configuration": configuration},
+            prefix="/other",
+        )
+        with trio.fail_after(10):
+            while True:
+                page = await server.client.get(
+                    "/_a2a/api/deliveries", params={"agent": "other"}, headers=OPERATOR
+                )
+                dead = [d for d in page.json()["deliveries"] if d["state"] == "failed"]
+                if dead:
+                    break
+                await trio.sleep(0.02)
+        hook.default = Reply(200)
+        redrive = f"/_a2a/api/deliveries/{dead[0]['id']}/redrive"
+        elsewhere = await server.client.post(redrive, headers=OPERATOR)  # not in storage.url
+        redriven = await server.client.post(redrive, params={"agent": "other"}, headers=OPERATOR)
+        with trio.fail_after(10):
+            await hook.wait_for(len(hook.requests) + 1)
+    assert elsewhere.status_code == 404
+    assert redriven.status_code == 200, redriven.text
 
 
 def test_agents_naming_one_database_share_it_and_the_default_is_the_apps(tmp_path: Path) -> None:

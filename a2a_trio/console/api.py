@@ -204,12 +204,16 @@ class ConsoleApi:
         )
 
     async def redrive(self, outbox_id: int) -> Response:
-        """Queue a failed delivery again."""
+        """Queue a failed delivery again (of ``agent``'s database when named: ids are
+        numbered in each database)."""
         if not await self._operator():
             return unauthorized()
-        if not await self._app.store.requeue_notification(outbox_id):
+        store = self._store_of(request.args.get("agent") or None)
+        if not await store.requeue_notification(outbox_id):
             return error_response(404, "NOT_FOUND", f"no failed delivery {outbox_id}")
-        self._app.push.notify()
+        for database in self._app.databases.all:
+            if database.store is store:
+                database.push.notify()
         return json_response({"id": outbox_id, "state": "pending"})
 
     async def counters(self) -> Response:
