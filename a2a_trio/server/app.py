@@ -89,8 +89,10 @@ class A2AApp(QuartTrio):
     With a ``card_signer`` every card and extended card is served signed
     (spec 8.4). With a ``retention`` whose ``max_age`` is set, finished work
     older than that is pruned on a schedule while the app serves
-    (:mod:`a2a_trio.runtime.retention`). Unless ``console`` is False, the app serves the operator
-    console and ``/metrics`` with their defaults when it starts, as an app
+    (:mod:`a2a_trio.runtime.retention`). An agent mounted with ``storage``
+    lives in a database of its own (:attr:`databases`). Unless ``console``
+    is False, the app serves the operator console and ``/metrics`` with
+    their defaults when it starts, as an app
     built from a2a.toml does (an :func:`~a2a_trio.console.attach_console` of
     your own before then takes their place). Serve it with ``a2a-trio serve
     module:app``, ``hypercorn --worker-class trio module:app``, or inside a
@@ -186,7 +188,9 @@ class A2AApp(QuartTrio):
 
     @property
     def push(self) -> PushDispatcher:
-        """Delivers every agent's webhooks from the outbox (see :mod:`a2a_trio.push`).
+        """Delivers the webhooks of the agents in the app's own database from its
+        outbox (see :mod:`a2a_trio.push`); an agent mounted with ``storage`` has
+        its database's (``app.databases.for_storage(...).push``).
 
         Replace it before mounting agents (a dispatcher with another address
         screen or clock, say): the hosts mounted after and the push worker the

@@ -92,7 +92,6 @@ class Databases:
 
     def _lifespan(self, database: Storage, store: Store | None) -> Lifespan:
         return Lifespan(
-            {},
             database=database,
             store=store,
             pool=self._pool,

@@ -33,7 +33,7 @@ __all__ = ["Lifespan"]
 
 
 class Lifespan:
-    """The services of the agents in ``mounts``, which live in one database.
+    """The services of the agents that live in one database (:attr:`mounts`).
 
     The store is the one at ``database`` (opened at start-up, closed when the
     services end), unless ``store`` is given: then it is the caller's to close.
@@ -41,7 +41,6 @@ class Lifespan:
 
     def __init__(
         self,
-        mounts: dict[str, AgentMount],
         *,
         database: str | Path | DatabaseLocation,
         store: Store | None,
@@ -52,8 +51,8 @@ class Lifespan:
         retention: RetentionSettings,
         retention_stats: RetentionStats,
     ) -> None:
-        #: The agents stored in this database, by name.
-        self.mounts = mounts
+        #: The agents stored in this database, by name (the app mounts them here).
+        self.mounts: dict[str, AgentMount] = {}
         self._database = database
         self._pool = pool
         self._lease_seconds = lease_seconds
