@@ -425,7 +425,7 @@ async def test_a_stream_on_one_process_sees_an_execution_elsewhere(
     )
     assert states[0] == "TASK_STATE_SUBMITTED" or states[0] == "TASK_STATE_WORKING"
     assert states[-1] == "TASK_STATE_COMPLETED"
-    task_id = await started(web0, agent, "tick 6")
+    task_id = await started(web0, agent, "tick 20")  # 1 s: still running when subscribed
     states = await streamed_states(web1, agent, "SubscribeToTask", id=task_id)
     assert states[-1] == "TASK_STATE_COMPLETED"
     assert states.count("TASK_STATE_WORKING") >= 2  # the ticks, recorded on the worker
