@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +31,21 @@ from a2a_trio import A2AApp
 from a2a_trio.config import ConfigError, build_app, load_settings
 from a2a_trio.protocol import AgentCapabilities
 from a2a_trio.push import PushSettings
+from a2a_trio.runtime.retention import RetentionSettings
 from a2a_trio.store.url import DatabaseURLError, PostgresLocation
+from bench.retention_seed import seed_old_tasks
 
 from .agents import ScriptedExecutor
 from .conftest import live_server, make_card, user_message
 from .console_helpers import TOKEN, console_server
-from .postgres import fresh_database, postgres_url, rows
+from .postgres import fresh_database, opened_store, postgres_url, rows, sqlite_url
 from .servers import REPO, STARTUP_TIMEOUT, ServerProcess, free_port
+from .store_contract import T0, finished_task_with_everything
 from .test_cluster import VERSION, call, state_of, wait_for_file
 from .test_console_metrics import scrape, value
 from .test_lifecycle import AGENT, CLI, UNREACHABLE, only_line, run
 from .webhooks import Reply, webhook_receiver
+from .writes import AGENT as STORED_AGENT
 
 OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -172,6 +177,26 @@ async def test_the_console_redrives_a_dead_letter_in_its_agents_database(tmp_pat
             await hook.wait_for(len(hook.requests) + 1)
     assert elsewhere.status_code == 404
     assert redriven.status_code == 200, redriven.text
+
+
+async def test_each_database_is_pruned_on_its_own_schedule(tmp_path: Path) -> None:
+    first, second = sqlite_url(tmp_path / "a2a.db"), sqlite_url(tmp_path / "other.db")
+    for database in (first, second):  # a task of now, and 30 copies finished long ago
+        async with opened_store(database) as store:
+            await finished_task_with_everything(store, "t", at=datetime.now(UTC))
+        seed_old_tasks(database, STORED_AGENT, "t", 30, at=T0)
+
+    def mount(app: A2AApp) -> None:
+        app.mount("/b", card=make_card(), executor=ScriptedExecutor(), name="b", storage=second)
+
+    retention = RetentionSettings(max_age=86400.0, batch=10, interval=0.05, pause=0.0)
+    async with live_server(tmp_path, mount, database=first, retention=retention) as server:
+        with trio.fail_after(10):
+            while server.app.retention_stats.pruned.tasks < 60:  # noqa: ASYNC110 (a counter)
+                await trio.sleep(0.02)
+    assert server.app.retention_stats.pruned.tasks == 60  # 30 in each, none twice
+    for database in (first, second):
+        assert rows(database, "SELECT id FROM tasks") == [("t",)]
 
 
 def test_agents_naming_one_database_share_it_and_the_default_is_the_apps(tmp_path: Path) -> None:
