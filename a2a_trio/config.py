@@ -260,6 +260,9 @@ class AgentSettings(_Section):
     restartable: bool = False
     #: Serve the gRPC binding too, on the same port over HTTP/2 (docs/protocol.md).
     grpc: bool = True
+    #: Where this agent's tasks live when not in storage.url: a path, a
+    #: sqlite:/// or a postgresql:// URL (docs/deployment.md, "Several databases").
+    storage: str | None = None
 
 
 class Settings(_Section):
@@ -463,6 +466,12 @@ def build_app(settings: Settings | None = None) -> A2AApp:
         raise ConfigError(f"guard: {settings.guard!r} is not one of security_schemes")
     for index, agent in enumerate(settings.agents):
         try:
+            # Parsed here, so that errors (a connection refused, later) name the key.
+            key = f"agents[{index}].storage"
+            storage = None if agent.storage is None else parse_database_url(agent.storage, key=key)
+        except DatabaseURLError as error:
+            raise ConfigError(str(error)) from None
+        try:
             app.mount(
                 agent.prefix,
                 card=agent.card,
@@ -477,6 +486,7 @@ def build_app(settings: Settings | None = None) -> A2AApp:
                 execution=agent.execution,
                 restartable=agent.restartable,
                 grpc=agent.grpc,
+                storage=storage,
             )
         except (ValueError, TypeError, ImportError, AttributeError, ValidationError) as error:
             raise ConfigError(f"agents[{index}] ({agent.name}): {error}") from None

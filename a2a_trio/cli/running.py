@@ -119,7 +119,7 @@ def serve(
         try:
             # Held from here on; refused in one line rather than as a failed
             # start-up deep inside hypercorn.
-            await app.store.open(exclusive=True)
+            await app.databases.open()
         except (DatabaseInUseError, DatabaseUnavailable) as error:
             refuse(str(error))
         first = trio.Event()

@@ -17,9 +17,10 @@ from quart import Response, request
 from ..protocol import A2AError, CancelTaskRequest, TaskState
 from ..runtime.executor import Principal
 from ..server import A2AApp
-from ..store import Delivery
+from ..store import Delivery, Store
+from ..store.browse import merge_pages
 from .access import Access, unauthorized
-from .fleet_view import deployment_counters, members, webhook_hosts
+from .fleet_view import deployment_counters, members, outbox_of, webhook_hosts
 from .hub import FeedHub
 from .responses import error_response, json_response
 
@@ -63,6 +64,17 @@ class ConsoleApi:
             ("/api/members", "members", self.members, ["GET"]),
         ]
 
+    def _store_of(self, agent: str | None) -> Store:
+        """The store an agent's tasks live in (the app's own for another name)."""
+        mount = self._app.mounts.get(agent) if agent is not None else None
+        return mount.host.store if mount is not None else self._app.store
+
+    def _stores(self, agent: str | None) -> list[Store]:
+        """The stores to read ``agent``'s tasks from: every database's for None."""
+        if agent is not None:
+            return [self._store_of(agent)]
+        return [database.store for database in self._app.databases.all]
+
     async def _operator(self) -> bool:
         return await self._access.is_operator(request.headers.get("Authorization"))
 
@@ -90,12 +102,14 @@ class ConsoleApi:
         try:
             state = _state(args.get("state"))
             size = _size(args.get("pageSize"), 50)
-            page = await self._app.store.browse_tasks(
-                args.get("agent") or None,
-                state=state,
-                page_size=size,
-                page_token=args.get("pageToken") or None,
-            )
+            agent = args.get("agent") or None
+            pages = [
+                await store.browse_tasks(
+                    agent, state=state, page_size=size, page_token=args.get("pageToken") or None
+                )
+                for store in self._stores(agent)
+            ]
+            page = pages[0] if len(pages) == 1 else merge_pages(pages, size)
         except (ValueError, A2AError) as error:
             return error_response(400, "INVALID_ARGUMENT", str(error))
         return json_response(
@@ -120,7 +134,7 @@ class ConsoleApi:
         """One task: its timeline (after ``after``) and its webhook deliveries."""
         if not await self._operator():
             return unauthorized()
-        store = self._app.store
+        store = self._store_of(agent)
         stored = await store.get_task(agent, task_id, owner=None)
         if stored is None or agent not in self._app.mounts:
             return error_response(404, "NOT_FOUND", f"no task {task_id!r} of agent {agent!r}")
@@ -149,7 +163,7 @@ class ConsoleApi:
         if not await self._operator():
             return unauthorized()
         mount = self._app.mounts.get(agent)
-        stored = await self._app.store.get_task(agent, task_id, owner=None) if mount else None
+        stored = await mount.host.store.get_task(agent, task_id, owner=None) if mount else None
         if mount is None or stored is None:
             return error_response(404, "NOT_FOUND", f"no task {task_id!r} of agent {agent!r}")
         # The operator acts for the task's owner: the host's own rules apply.
@@ -171,7 +185,8 @@ class ConsoleApi:
         except ValueError as error:
             return error_response(400, "INVALID_ARGUMENT", str(error))
         state = args.get("state") or None
-        rows = await self._app.store.delivery_page(
+        store = self._store_of(args.get("agent") or None)
+        rows = await store.delivery_page(
             args.get("agent") or None,
             args.get("task") or None,
             state=state,
@@ -180,7 +195,7 @@ class ConsoleApi:
         )
         more = len(rows) > size
         rows = rows[:size]
-        hosts = await webhook_hosts(self._app.store, rows)
+        hosts = await webhook_hosts(store, rows)
         return json_response(
             {
                 "deliveries": [_delivery(d, hosts[d.id]) for d in rows],
@@ -189,19 +204,23 @@ class ConsoleApi:
         )
 
     async def redrive(self, outbox_id: int) -> Response:
-        """Queue a failed delivery again."""
+        """Queue a failed delivery again (of ``agent``'s database when named: ids are
+        numbered in each database)."""
         if not await self._operator():
             return unauthorized()
-        if not await self._app.store.requeue_notification(outbox_id):
+        store = self._store_of(request.args.get("agent") or None)
+        if not await store.requeue_notification(outbox_id):
             return error_response(404, "NOT_FOUND", f"no failed delivery {outbox_id}")
-        self._app.push.notify()
+        for database in self._app.databases.all:
+            if database.store is store:
+                database.push.notify()
         return json_response({"id": outbox_id, "state": "pending"})
 
     async def counters(self) -> Response:
         """The deployment's counters, the outbox's backlog and the feed's position."""
         if not await self._operator():
             return unauthorized()
-        outbox = await self._app.store.outbox_summary()
+        outbox = await outbox_of(self._app)
         oldest = outbox.oldest_pending
         # The whole deployment's, with each member's share ("members").
         counters = await deployment_counters(self._app, self._stats())

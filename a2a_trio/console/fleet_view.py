@@ -18,13 +18,22 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ..protocol import TaskState
 from ..store import Delivery, PushConfigs
+from ..store.browse import OutboxSummary
 from ..store.fleet import MemberView
 
 if TYPE_CHECKING:
     from ..server import A2AApp
 
-__all__ = ["deployment_counters", "members", "served_address", "webhook_hosts"]
+__all__ = [
+    "deployment_counters",
+    "members",
+    "outbox_of",
+    "served_address",
+    "task_counts_of",
+    "webhook_hosts",
+]
 
 #: The counters each member reports, summed over the deployment.
 SUMMED = ("messagesPerSecond", "eventsPerSecond", "runningExecutions", "openStreams")
@@ -37,6 +46,33 @@ async def deployment_counters(app: A2AApp, mine: dict[str, float]) -> dict[str, 
     totals: dict[str, Any] = {name: sum(s[name] for s in shares) for name in SUMMED}
     totals["members"] = shares
     return totals
+
+
+async def outbox_of(app: A2AApp) -> OutboxSummary:
+    """The outboxes of every database of the app, added up (the oldest pending of all)."""
+    summaries = [await database.store.outbox_summary() for database in app.databases.all]
+    if len(summaries) == 1:
+        return summaries[0]
+    pending = [s.oldest_pending for s in summaries if s.oldest_pending is not None]
+    return OutboxSummary(
+        pending=sum(s.pending for s in summaries),
+        failed=sum(s.failed for s in summaries),
+        oldest_pending=min(pending) if pending else None,
+    )
+
+
+async def task_counts_of(app: A2AApp) -> dict[tuple[str, TaskState], int]:
+    """Each agent's tasks by state, read from the database the agent lives in."""
+    by_store = {}
+    counts: dict[tuple[str, TaskState], int] = {}
+    for mount in app.mounts.values():
+        store = mount.host.store
+        if id(store) not in by_store:
+            by_store[id(store)] = await store.task_counts()
+        for (agent, state), count in by_store[id(store)].items():
+            if agent == mount.name:
+                counts[agent, state] = count
+    return counts
 
 
 async def members(app: A2AApp, mine: dict[str, float]) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from ..runtime.retention import RetentionStats
 from ..store import Notification, Share
 from ..store.observer import Observer
 from ..store.retention import PRUNED_KINDS
+from .fleet_view import outbox_of, task_counts_of
 
 if TYPE_CHECKING:
     from ..runtime.cluster import Cluster
@@ -215,15 +216,14 @@ class Metrics(Observer):
 
     async def render(self, app: A2AApp, hub: FeedHub) -> bytes:
         """The exposition text, with the gauges read from the app and the store now."""
-        store = app.store
-        counts = await store.task_counts()
+        counts = await task_counts_of(app)
         for mount in app.mounts.values():
             for state in TaskState:
                 if state is not TaskState.UNSPECIFIED:
                     value = counts.get((mount.name, state), 0)
                     self.tasks.labels(mount.name, state.value).set(value)
             self.running.labels(mount.name).set(mount.host.executions_running)
-        outbox = await store.outbox_summary()
+        outbox = await outbox_of(app)
         self.backlog.set(outbox.pending)
         oldest = outbox.oldest_pending
         self.oldest.set(max(0.0, time.time() - oldest.timestamp()) if oldest else 0.0)

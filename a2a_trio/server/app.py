@@ -36,6 +36,7 @@ from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings
 from .body_budget import BodyBudget
 from .cards import CardSource, ServedCard, check_signable, import_object, resolve_card
+from .databases import Databases, Storage
 from .dispatch import Dispatch, RequestObserver
 from .health import HEALTH_PATH, liveness, readiness
 from .lifespan import Lifespan
@@ -88,8 +89,10 @@ class A2AApp(QuartTrio):
     With a ``card_signer`` every card and extended card is served signed
     (spec 8.4). With a ``retention`` whose ``max_age`` is set, finished work
     older than that is pruned on a schedule while the app serves
-    (:mod:`a2a_trio.runtime.retention`). Unless ``console`` is False, the app serves the operator
-    console and ``/metrics`` with their defaults when it starts, as an app
+    (:mod:`a2a_trio.runtime.retention`). An agent mounted with ``storage``
+    lives in a database of its own (:attr:`databases`). Unless ``console``
+    is False, the app serves the operator console and ``/metrics`` with
+    their defaults when it starts, as an app
     built from a2a.toml does (an :func:`~a2a_trio.console.attach_console` of
     your own before then takes their place). Serve it with ``a2a-trio serve
     module:app``, ``hypercorn --worker-class trio module:app``, or inside a
@@ -137,9 +140,8 @@ class A2AApp(QuartTrio):
         self.mounts: dict[str, AgentMount] = {}
         #: Which agent answers a path (see .routing).
         self.routes = Routes(self, self.a2a_settings)
-        #: The store, the cluster, the push worker and the hosts, in order (see .lifespan).
-        self.lifespan = Lifespan(
-            self.mounts,
+        #: Each database's store, cluster, push worker and hosts (see .databases).
+        self.databases = Databases(
             database=database,
             store=store,
             pool=pool,
@@ -151,7 +153,7 @@ class A2AApp(QuartTrio):
         )
         #: Called once the store is open (and the cluster joined), before the
         #: hosts start, when serving and when working (the console hooks on here).
-        self.on_start: list[Callable[[], Awaitable[None]]] = self.lifespan.on_start
+        self.on_start: list[Callable[[], Awaitable[None]]] = self.databases.on_start
         #: Answers the HTTP requests, the agents' straight from ASGI (see .dispatch).
         self.dispatch = Dispatch(
             self.routes,
@@ -180,8 +182,15 @@ class A2AApp(QuartTrio):
         return self.lifespan.store
 
     @property
+    def lifespan(self) -> Lifespan:
+        """The services of the app's own database (agents mounted without ``storage``)."""
+        return self.databases.default
+
+    @property
     def push(self) -> PushDispatcher:
-        """Delivers every agent's webhooks from the outbox (see :mod:`a2a_trio.push`).
+        """Delivers the webhooks of the agents in the app's own database from its
+        outbox (see :mod:`a2a_trio.push`); an agent mounted with ``storage`` has
+        its database's (``app.databases.for_storage(...).push``).
 
         Replace it before mounting agents (a dispatcher with another address
         screen or clock, say): the hosts mounted after and the push worker the
@@ -201,23 +210,23 @@ class A2AApp(QuartTrio):
     @property
     def retention(self) -> RetentionSettings:
         """When finished work is pruned (``retention=``; off unless ``max_age`` is set)."""
-        return self.lifespan.retention
+        return self.databases.retention
 
     @property
     def retention_stats(self) -> RetentionStats:
         """What this app's pruners did, across restarts (the metrics read it)."""
-        return self.lifespan.retention_stats
+        return self.databases.retention_stats
 
     @property
     def role(self) -> str:
         """What this process is to the others on the database: ``web`` or ``worker``."""
-        return self.lifespan.role
+        return self.databases.role
 
     @property
     def stopping(self) -> trio.Event:
         """Set when the shutdown begins: long-lived connections of the app's own
         (the console's feed) close then instead of holding it up."""
-        return self.lifespan.stopping
+        return self.databases.stopping
 
     @property
     def request_observer(self) -> RequestObserver | None:
@@ -252,6 +261,7 @@ class A2AApp(QuartTrio):
         execution: Literal["inline", "queued"] = "inline",
         restartable: bool = False,
         grpc: bool = True,
+        storage: Storage | None = None,
     ) -> AgentMount:
         """Serve an agent under ``prefix``.
 
@@ -292,6 +302,13 @@ class A2AApp(QuartTrio):
         ``grpc`` (the default) serves the gRPC binding too, on the same port
         over HTTP/2, and lists it in the card; the agent's tenant there is
         its prefix without the leading slash (docs/protocol.md).
+
+        ``storage`` (a path, a ``sqlite:///`` or ``postgresql://`` URL) keeps
+        this agent's tasks in a database of its own instead of the app's
+        ``database``, with its own leases, wake-ups, outbox and pruner;
+        agents naming the same database share it (docs/deployment.md,
+        "Several databases"). A URL that cannot be used raises
+        :class:`~a2a_trio.store.url.DatabaseURLError` (a ValueError).
         """
         if execution not in ("inline", "queued"):
             raise ValueError(f"execution must be 'inline' or 'queued', not {execution!r}")
@@ -303,6 +320,7 @@ class A2AApp(QuartTrio):
         prefix = normalise_prefix(prefix)
         if any(m.prefix == prefix for m in self.mounts.values()):
             raise ValueError(f"prefix {prefix or '/'!r} is already mounted")
+        database = self.databases.for_storage(storage)
         owns_root = self.routes.owns_root(name, well_known)
         public_card = resolve_card(card)
         capabilities = public_card.capabilities
@@ -321,10 +339,10 @@ class A2AApp(QuartTrio):
         host = AgentHost(
             name=name,
             executor=_resolve_executor(executor),
-            store=self.store,
+            store=database.store,
             streaming=bool(capabilities.streaming),
             push_notifications=bool(capabilities.push_notifications) and self.push_settings.enabled,
-            push=self.push,
+            push=database.push,
             settings=self.host_settings,
             queued=execution == "queued",
             restartable=restartable,
@@ -350,14 +368,14 @@ class A2AApp(QuartTrio):
             default_card_v0_3=default_card_v0_3,
             grpc=grpc,
         )
-        self.mounts[name] = mount
+        self.mounts[name] = database.mounts[name] = mount
         self.routes.add(mount, claimed=bool(well_known))
         return mount
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """The ASGI entry point: lifespan, protocol routes and cards here, the rest via Quart."""
         if scope["type"] == "lifespan":
-            await self.lifespan.serve(super().__call__, scope, receive, send)
+            await self.databases.serve(super().__call__, scope, receive, send)
         elif scope["type"] == "http":
             await self.dispatch.http(scope, receive, send)
         else:
@@ -369,11 +387,14 @@ class A2AApp(QuartTrio):
 
     async def _takes_work(self) -> bool:
         """What ``/_a2a/health/ready`` answers, as gRPC health reports it."""
-        status, _ = await readiness(self.mounts, self.store, self.cluster)
+        status, _ = await readiness(self.mounts, self._databases_checked())
         return status == 200
 
+    def _databases_checked(self) -> list[tuple[Store, Cluster | None]]:
+        return [(database.store, database.cluster) for database in self.databases.all]
+
     async def _ready(self) -> Response:
-        status, body = await readiness(self.mounts, self.store, self.cluster)
+        status, body = await readiness(self.mounts, self._databases_checked())
         return Response(body, status, content_type=JSON_CONTENT_TYPE)
 
     # --- lifespan -------------------------------------------------------------------
@@ -383,7 +404,7 @@ class A2AApp(QuartTrio):
 
     async def _start(self) -> None:
         self.routes.seal()
-        await self.lifespan.start()
+        await self.databases.start()
 
     async def work(
         self,
@@ -412,7 +433,7 @@ class A2AApp(QuartTrio):
         if not names:
             raise ValueError("no agent is mounted with execution = 'queued': nothing to work on")
         self.routes.seal()
-        await self.lifespan.work(names, concurrency, task_status)
+        await self.databases.work(names, concurrency, task_status)
 
     def begin_shutdown(self, *, now: bool = False) -> None:
         """Start the orderly shutdown; returns at once.
@@ -427,7 +448,7 @@ class A2AApp(QuartTrio):
         requests in flight have ended or been cut off. ``now`` ends the grace
         at once: running executions are cancelled and their tasks end FAILED.
         """
-        self.lifespan.begin_shutdown(now=now)
+        self.databases.begin_shutdown(now=now)
 
     async def _http_error(self, error: HTTPException) -> Response:
         """Routing errors answer in JSON too (AIP-193 shape), never HTML."""

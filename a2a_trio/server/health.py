@@ -11,7 +11,7 @@ failed. Both are public and say nothing of tasks.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import trio
 
@@ -32,30 +32,43 @@ def liveness() -> tuple[int, str]:
 
 
 async def readiness(
-    mounts: Mapping[str, AgentMount], store: Store, cluster: Cluster | None
+    mounts: Mapping[str, AgentMount], databases: Sequence[tuple[Store, Cluster | None]]
 ) -> tuple[int, str]:
     """(status, JSON body) of the readiness check: each check "ok" or why not.
 
-    It checks the hosts of ``mounts``, ``store`` and, when this process is one
-    of several on the database, its ``cluster`` membership.
+    It checks the hosts of ``mounts`` and each of ``databases``: its store
+    and, when this process is one of several on it, its ``cluster``
+    membership. The first database's checks are named ``database``,
+    ``storage`` and ``listener``; another's carry its name after a space
+    (``database host:5432/db``).
     """
     checks: dict[str, str] = {}
     stopped = [name for name, mount in mounts.items() if not mount.host.running]
     checks["agents"] = f"not running: {', '.join(sorted(stopped))}" if stopped else "ok"
+    for index, (store, cluster) in enumerate(databases):
+        suffix = f" {store.display}" if index else ""
+        checks.update(
+            {f"{name}{suffix}": outcome for name, outcome in (await _database(store, cluster))}
+        )
+    ready = all(outcome == "ok" for outcome in checks.values())
+    body = {"status": "ready" if ready else "not ready", "checks": checks}
+    return (200 if ready else 503), json.dumps(body)
+
+
+async def _database(store: Store, cluster: Cluster | None) -> list[tuple[str, str]]:
+    checks: list[tuple[str, str]] = []
     try:
         with trio.fail_after(CHECK_TIMEOUT):
             await store.check()
     except trio.TooSlowError:
-        checks["database"] = f"no answer within {CHECK_TIMEOUT:g} s"
+        checks.append(("database", f"no answer within {CHECK_TIMEOUT:g} s"))
     except Exception as error:
-        checks["database"] = str(error) or type(error).__name__
+        checks.append(("database", str(error) or type(error).__name__))
     else:
-        checks["database"] = "ok"
+        checks.append(("database", "ok"))
     # Reads (the check above) still answer on a full disk; writes do not.
     full = store.space.full
-    checks["storage"] = f"writes refused for lack of space ({full})" if full else "ok"
+    checks.append(("storage", f"writes refused for lack of space ({full})" if full else "ok"))
     if cluster is not None:
-        checks["listener"] = "ok" if cluster.listening else "not listening"
-    ready = all(outcome == "ok" for outcome in checks.values())
-    body = {"status": "ready" if ready else "not ready", "checks": checks}
-    return (200 if ready else 503), json.dumps(body)
+        checks.append(("listener", "ok" if cluster.listening else "not listening"))
+    return checks

@@ -120,6 +120,24 @@ def read_summary_page(
     return SummaryPage(tasks, next_token)
 
 
+def merge_pages(pages: Sequence[SummaryPage], page_size: int) -> SummaryPage:
+    """One page of several stores' pages, each read with the same token and size.
+
+    Most recently updated first, as each store orders its own; the token of
+    the last task kept continues every store where this page stopped.
+    """
+    merged = sorted(
+        (task for page in pages for task in page.tasks),
+        key=lambda task: (task.updated_at, task.agent, task.id),
+        reverse=True,
+    )
+    more = len(merged) > page_size or any(page.next_page_token for page in pages)
+    kept = merged[:page_size]
+    last = kept[-1] if kept else None
+    token = encode_token(last.updated_at, last.agent, last.id) if more and last else ""
+    return SummaryPage(kept, token)
+
+
 def timeline_query(mark: str, agent: str, task_id: str, after: int, limit: int) -> Query:
     return (
         "SELECT seq, kind, payload, created_at FROM task_events"

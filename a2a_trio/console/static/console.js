@@ -131,7 +131,7 @@
       el("li", { "data-testid": "attempt" }, `#${a.number} ${a.at.slice(11, 23)} `,
         (a.error || (a.status ? `HTTP ${a.status}` : "")) + " ", el("span", { class: "muted" }, `${a.durationMs} ms`))));
     const redrive = delivery.state === "failed"
-      ? el("button", { "data-testid": "redrive", onclick: () => redriveDelivery(delivery.id) }, "Redrive")
+      ? el("button", { "data-testid": "redrive", onclick: () => redriveDelivery(delivery) }, "Redrive")
       : null;
     return el("div", { class: "delivery", "data-delivery": delivery.id, "data-testid": "delivery" },
       el("span", { class: "state " + delivery.state, "data-testid": "delivery-state" }, delivery.state === "failed" ? "dead letter" : delivery.state),
@@ -180,9 +180,11 @@
     $("deliveries").replaceChildren(...(page.deliveries.length ? page.deliveries.map(deliveryNode) : [el("span", { class: "muted" }, "none")]));
   }
 
-  async function redriveDelivery(id) {
+  async function redriveDelivery(delivery) {
     try {
-      await api(`/deliveries/${id}/redrive`, { method: "POST" });
+      // Ids are numbered in each database: the agent names the one it lives in.
+      const agent = encodeURIComponent(delivery.agent);
+      await api(`/deliveries/${delivery.id}/redrive?agent=${agent}`, { method: "POST" });
     } catch (error) {
       banner("redrive: " + error.message);
     }
