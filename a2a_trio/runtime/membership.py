@@ -17,6 +17,7 @@ import trio
 
 from ..protocol import A2AError, InternalError, StreamResponse, Task, TaskState
 from ..store import StoredTask
+from ..store.coordination import QueuedOutcome
 from .cluster import Cluster, new_token
 from .executions import Executions
 from .executor import Principal
@@ -40,8 +41,9 @@ class QueueWaiters(Protocol):
     def work_arrived(self) -> None:
         """A queued execution waits for a worker."""
 
-    def done_elsewhere(self, row: int) -> None:
-        """A worker finished the queued execution of ``row``."""
+    def done_elsewhere(self, row: int, outcome: QueuedOutcome | None) -> None:
+        """A worker finished the queued execution of ``row`` (``outcome``: if its wake-up
+        carried it)."""
 
 
 class Membership:
@@ -149,6 +151,7 @@ class Membership:
             log.exception("agent %s: could not read task %s back", self.name, live.task_id)
         finally:
             live.catching_up = False
+            live.feed.notify()  # a waiter for it may read back itself now
             self._state.live.release(live)
 
     # --- queued executions --------------------------------------------------------------
@@ -157,9 +160,9 @@ class Membership:
         """A queued execution waits for a worker (this process may be one)."""
         self._queued.work_arrived()
 
-    def done_elsewhere(self, task_id: str, row: int) -> None:
+    def done_elsewhere(self, task_id: str, row: int, outcome: QueuedOutcome | None) -> None:
         """A worker finished a queued execution (maybe one this process waits for)."""
-        self._queued.done_elsewhere(row)
+        self._queued.done_elsewhere(row, outcome)
 
     # --- cancel ---------------------------------------------------------------------------
 
