@@ -297,6 +297,18 @@ async def test_task_since_reads_the_task_then_its_events_above_the_cursor(store:
     assert await store.task_since(AGENT, "no-such-task", 0) == (None, [])
 
 
+async def test_task_since_reads_the_history_rows_that_are_not_streamed(store: Store) -> None:
+    # A reader keeps the history whole only if it sees every message row too.
+    task = make_task("t-1")
+    await create(store, task)
+    await append(store, task, "message")
+    await append(store, moved(task, TaskState.COMPLETED, T0))
+    _, events = await store.task_since(AGENT, "t-1", 1)
+    assert [(event.seq, event.kind) for event in events] == [(2, "message"), (3, "status")]
+    streamed = await store.events_after(AGENT, "t-1", 1)
+    assert [event.kind for event in streamed] == ["status"]
+
+
 #: JSON as a recorder might write it, with everything a re-serialiser would change:
 #: spacing, key order, a duplicate key, escapes, emoji, line and paragraph
 #: separators, a right-to-left mark, a combining accent and an escaped NUL.

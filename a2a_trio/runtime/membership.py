@@ -15,13 +15,14 @@ from typing import Protocol
 
 import trio
 
-from ..protocol import A2AError, InternalError, StreamResponse, Task, TaskState
-from ..store import StoredTask
+from ..protocol import A2AError, InternalError, Message, StreamResponse, Task, TaskState
+from ..store import LoggedEvent, StoredTask
 from ..store.coordination import QueuedOutcome
+from ..store.history import messages_in
 from .cluster import Cluster, new_token
 from .executions import Executions
 from .executor import Principal
-from .feed import FeedItem
+from .feed import ReadBack
 from .state import ABANDONED, HostState, LiveTask, not_cancelable
 
 __all__ = ["Membership", "QueueWaiters"]
@@ -130,14 +131,10 @@ class Membership:
             stored, events = await store.task_since(self.name, live.task_id, live.feed.last_seq)
             if stored is None:
                 return
-            items: list[FeedItem] = [
-                (e.seq, StreamResponse.model_validate_json(e.payload), e.payload)
-                for e in events
-                if e.seq <= stored.last_seq
-            ]
-            live.feed.catch_up(items, stored.task, stored.last_seq)
+            rows = [_read_back(e) for e in events if e.seq <= stored.last_seq]
+            live.feed.catch_up(rows, stored.task, stored.last_seq)
             self._queued.settle(live)
-            if len(items) == len(events):
+            if len(rows) == len(events):
                 return
 
     async def _catch_up(self, live: LiveTask) -> None:
@@ -235,3 +232,11 @@ class Membership:
             pass  # final meanwhile: the canceller sees it in the log
         except Exception:
             log.exception("agent %s: could not cancel task %s", self.name, task_id)
+
+
+def _read_back(event: LoggedEvent) -> ReadBack:
+    """A row read back from the log as the feed publishes it, with the messages it adds."""
+    if event.kind == "message":  # a history row only (a continuation's message, say)
+        return event.seq, None, None, [Message.model_validate_json(event.payload)]
+    response = StreamResponse.model_validate_json(event.payload)
+    return event.seq, response, event.payload, messages_in(response)

@@ -108,8 +108,13 @@ class TaskLog(Protocol):
         """The task, if it exists and (when ``owner`` is given) belongs to ``owner``."""
 
     @abstractmethod
-    async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
-        """Streamed events of the task with a sequence number above ``seq``, in order."""
+    async def events_after(
+        self, agent: str, task_id: str, seq: int, *, messages: bool = False
+    ) -> list[LoggedEvent]:
+        """Streamed events of the task with a sequence number above ``seq``, in order.
+
+        With ``messages``, the rows of kind ``message`` too (``records.READ_BACK_KINDS``).
+        """
 
     @abstractmethod
     async def history(
@@ -131,15 +136,18 @@ class TaskLog(Protocol):
     async def task_since(
         self, agent: str, task_id: str, seq: int
     ) -> tuple[StoredTask | None, list[LoggedEvent]]:
-        """The task, then its streamed events above ``seq`` (read after it: maybe more).
+        """The task, then its events above ``seq`` (read after it: maybe more).
 
-        For a process reading back what another recorded; a backend may read
-        both in one round trip.
+        Its streamed events and its ``message`` rows (``records.READ_BACK_KINDS``):
+        with them, the reader knows every message its history gained, and can
+        answer with the history without reading the log again. For a process
+        reading back what another recorded; a backend may read both in one
+        round trip.
         """
         stored = await self.get_task(agent, task_id, owner=None)
         if stored is None:
             return None, []
-        return stored, await self.events_after(agent, task_id, seq)
+        return stored, await self.events_after(agent, task_id, seq, messages=True)
 
     @abstractmethod
     async def list_tasks(

@@ -13,7 +13,7 @@ from typing import Any
 from ...protocol import Message
 from ...protocol.limits import Limits
 from ..history import HISTORY_KINDS, read_history
-from ..records import STREAMED_KINDS, LoggedEvent, StoredTask, read_task
+from ..records import READ_BACK_KINDS, LoggedEvent, StoredTask, read_task
 from .database import Connection, Params
 from .recording import HISTORY_ROWS
 
@@ -52,7 +52,7 @@ def history(
 def task_since(
     conn: Connection, agent: str, task_id: str, seq: int
 ) -> tuple[StoredTask | None, list[LoggedEvent]]:
-    """The task, then its streamed events above ``seq``.
+    """The task, then its events above ``seq`` (``READ_BACK_KINDS``: see ``Store.task_since``).
 
     Two statements, one thread hop: read committed, each statement sees what
     was committed when it began (so the events may run past the task's row).
@@ -60,7 +60,7 @@ def task_since(
     row = conn.execute(TASK, (agent, task_id)).fetchone()
     if row is None:
         return None, []
-    events = conn.execute(EVENTS_AFTER, (agent, task_id, seq, list(STREAMED_KINDS))).fetchall()
+    events = conn.execute(EVENTS_AFTER, (agent, task_id, seq, list(READ_BACK_KINDS))).fetchall()
     logged = [LoggedEvent(int(r[0]), r[1], r[2]) for r in events]
     return read_task(agent, task_id, row), logged
 

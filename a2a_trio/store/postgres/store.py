@@ -24,6 +24,7 @@ from ..base import Store
 from ..browse import OutboxSummary, SummaryPage, TimelineEntry
 from ..outbox_caps import cap_parameters, cap_statement
 from ..records import (
+    READ_BACK_KINDS,
     STREAMED_KINDS,
     Delivery,
     Lane,
@@ -179,10 +180,13 @@ class PostgresStore(Store):
             return None
         return read_task(agent, task_id, row)
 
-    async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
+    async def events_after(
+        self, agent: str, task_id: str, seq: int, *, messages: bool = False
+    ) -> list[LoggedEvent]:
         if _unstorable(agent, task_id):
             return []
-        rows = await self._fetchall(EVENTS_AFTER, (agent, task_id, seq, list(STREAMED_KINDS)))
+        kinds = list(READ_BACK_KINDS if messages else STREAMED_KINDS)
+        rows = await self._fetchall(EVENTS_AFTER, (agent, task_id, seq, kinds))
         return [LoggedEvent(int(r[0]), r[1], r[2]) for r in rows]
 
     async def history(
