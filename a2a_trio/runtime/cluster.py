@@ -274,7 +274,7 @@ class Cluster:
             member.cancel_here(str(fields[1]), str(fields[3]))
         elif signal.channel == QUEUE:
             member.work_arrived()
-        elif signal.channel == DONE and len(fields) == 3 and isinstance(fields[2], int):
+        elif signal.channel == DONE and len(fields) in (3, 6) and isinstance(fields[2], int):
             member.done_elsewhere(str(fields[1]), fields[2], done_outcome(fields))
 
     def _wake_everyone(self) -> None:
