@@ -225,17 +225,14 @@ class PostgresCoordination(Coordination):
         return await self._db.run(find)
 
     async def enqueue(self, agent: str, task_id: str, request: str) -> int:
-        def enqueue(conn: Connection) -> int:
-            row = conn.execute(
-                "INSERT INTO queued_executions (agent, task_id, request, created_at, updated_at)"
-                " VALUES (%s, %s, %s::json, now(), now()) RETURNING id",
-                (agent, task_id, request),
-            ).fetchone()
-            assert row is not None
-            conn.execute("SELECT pg_notify(%s, %s)", (QUEUE, signal_payload(agent)))
-            return int(row[0])
-
-        return await self._db.run(enqueue)
+        # One statement, one round trip: the row and its wake-up.
+        row = await self._db.fetchone(
+            "INSERT INTO queued_executions (agent, task_id, request, created_at, updated_at)"
+            " VALUES (%s, %s, %s::json, now(), now()) RETURNING id, pg_notify(%s, %s)",
+            (agent, task_id, request, QUEUE, signal_payload(agent)),
+        )
+        assert row is not None
+        return int(row[0])
 
     async def claim_queued(self, agents: list[str], limit: int) -> list[QueuedExecution]:
         rows = await self._db.fetchall(

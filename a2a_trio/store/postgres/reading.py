@@ -17,7 +17,7 @@ from ..records import READ_BACK_KINDS, LoggedEvent, StoredTask, read_task
 from .database import Connection, Params
 from .recording import HISTORY_ROWS
 
-__all__ = ["EVENTS_AFTER", "TASK", "history", "task_page", "task_since"]
+__all__ = ["EVENTS_AFTER", "TASK", "TASK_SINCE", "history", "task_page", "task_since"]
 
 #: The task's row as :func:`~a2a_trio.store.records.read_task` reads it.
 TASK = (
@@ -29,6 +29,18 @@ EVENTS_AFTER = (
     "SELECT seq, kind, payload::text FROM task_events WHERE agent = %s AND task_id = %s"
     " AND seq > %s AND kind = ANY(%s::text[]) ORDER BY seq"
 )
+
+
+#: The task's row (its seq NULL: first), then its events after a sequence number:
+#: (seq, kind, payload) then the row as :data:`TASK` reads it.
+TASK_SINCE = """
+    SELECT NULL::bigint, NULL::text, owner, snapshot::text, last_seq, context_id, state
+    FROM tasks WHERE agent = %s AND id = %s
+    UNION ALL
+    SELECT seq, kind, payload::text, NULL, NULL, NULL, NULL FROM task_events
+    WHERE agent = %s AND task_id = %s AND seq > %s AND kind = ANY(%s::text[])
+    ORDER BY 1 NULLS FIRST
+"""
 
 
 def history(
@@ -54,15 +66,17 @@ def task_since(
 ) -> tuple[StoredTask | None, list[LoggedEvent]]:
     """The task, then its events above ``seq`` (``READ_BACK_KINDS``: see ``Store.task_since``).
 
-    Two statements, one thread hop: read committed, each statement sees what
-    was committed when it began (so the events may run past the task's row).
+    One statement (:data:`TASK_SINCE`), so one round trip, and the events are
+    those of the task's row as read (none past it).
     """
-    row = conn.execute(TASK, (agent, task_id)).fetchone()
-    if row is None:
+    rows = conn.execute(
+        TASK_SINCE, (agent, task_id, agent, task_id, seq, list(READ_BACK_KINDS))
+    ).fetchall()
+    if not rows or rows[0][0] is not None:  # no task row (first, its seq NULL)
         return None, []
-    events = conn.execute(EVENTS_AFTER, (agent, task_id, seq, list(READ_BACK_KINDS))).fetchall()
-    logged = [LoggedEvent(int(r[0]), r[1], r[2]) for r in events]
-    return read_task(agent, task_id, row), logged
+    first, *events = rows
+    task = read_task(agent, task_id, first[2:])
+    return task, [LoggedEvent(int(r[0]), r[1], r[2]) for r in events]
 
 
 def task_page(

@@ -123,28 +123,29 @@ class PostgresStore(Store):
         if resources is not None:
             await resources.aclose()
 
-    async def _run(self, work: Callable[[Connection], T]) -> T:
+    async def _run(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
+        """``work`` in one transaction (``single``: of its one statement; see Database.run)."""
         if self._db is None:
             raise RuntimeError(f"the store for {self.display} is not open: await open() first")
         try:
-            return await self._db.run(work)
+            return await self._db.run(work, single=single)
         except psycopg.errors.DiskFull as error:  # SQLSTATE 53100: nothing was stored
             raise self.space.refused(error) from error
 
-    async def _write(self, work: Callable[[Connection], T]) -> T:
+    async def _write(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
         """:meth:`_run` for work that writes: its success says there is space."""
-        result = await self._run(work)
+        result = await self._run(work, single=single)
         self.space.wrote()
         return result
 
     async def _fetchall(self, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
-        return await self._run(lambda conn: conn.execute(query, params).fetchall())
+        return await self._run(lambda conn: conn.execute(query, params).fetchall(), single=True)
 
     async def _fetchone(self, query: str, params: Any = ()) -> tuple[Any, ...] | None:
-        return await self._run(lambda conn: conn.execute(query, params).fetchone())
+        return await self._run(lambda conn: conn.execute(query, params).fetchone(), single=True)
 
     async def _execute(self, query: str, params: Any = ()) -> int:
-        return await self._write(lambda conn: conn.execute(query, params).rowcount)
+        return await self._write(lambda conn: conn.execute(query, params).rowcount, single=True)
 
     @property
     def _secrets(self) -> SecretBox:
@@ -215,7 +216,9 @@ class PostgresStore(Store):
     ) -> tuple[StoredTask | None, list[LoggedEvent]]:
         if _unstorable(agent, task_id):
             return None, []
-        return await self._run(partial(reading.task_since, agent=agent, task_id=task_id, seq=seq))
+        return await self._run(
+            partial(reading.task_since, agent=agent, task_id=task_id, seq=seq), single=True
+        )
 
     async def list_tasks(
         self,
