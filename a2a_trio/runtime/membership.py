@@ -19,6 +19,7 @@ from ..protocol import A2AError, InternalError, Message, StreamResponse, Task, T
 from ..store import LoggedEvent, StoredTask
 from ..store.coordination import QueuedOutcome
 from ..store.history import messages_in
+from .batches import Batch
 from .cluster import Cluster, new_token
 from .executions import Executions
 from .executor import Principal
@@ -63,6 +64,9 @@ class Membership:
         self._executions = executions
         self._queued = queued
         self.name = state.name
+        #: Tasks woken in one scheduling pass (a worker's round moves several)
+        #: are read back together: one round trip for all.
+        self._reading: Batch[LiveTask] = Batch(self._read_back_all)
 
     # --- adoption ---------------------------------------------------------------------
 
@@ -129,19 +133,31 @@ class Membership:
         store = self._state.store
         while True:
             stored, events = await store.task_since(self.name, live.task_id, live.feed.last_seq)
-            if stored is None:
+            if stored is None or self._publish(live, stored, events):
                 return
-            rows = [_read_back(e) for e in events if e.seq <= stored.last_seq]
-            live.feed.catch_up(rows, stored.task, stored.last_seq)
-            self._queued.settle(live)
-            if len(rows) == len(events):
-                return
+
+    def _publish(self, live: LiveTask, stored: StoredTask, events: list[LoggedEvent]) -> bool:
+        """Publish what was read back of the task; whether it was all of it."""
+        rows = [_read_back(e) for e in events if e.seq <= stored.last_seq]
+        live.feed.catch_up(rows, stored.task, stored.last_seq)
+        self._queued.settle(live)
+        return len(rows) == len(events)
+
+    async def _read_back_all(self, lives: list[LiveTask]) -> None:
+        """:meth:`read_back` of the tasks woken in one scheduling pass, in one read."""
+        tasks = list(dict.fromkeys(lives))
+        cursors = [(live.task_id, live.feed.last_seq) for live in tasks]
+        read = await self._state.store.tasks_since(self.name, cursors)
+        for live in tasks:
+            stored, events = read.get(live.task_id, (None, []))
+            if stored is not None and not self._publish(live, stored, events):
+                live.catch_up_again = True  # the rest in the next pass
 
     async def _catch_up(self, live: LiveTask) -> None:
         try:
             while True:
                 live.catch_up_again = False
-                await self.read_back(live)
+                await self._reading.add(live)
                 if not live.catch_up_again:
                     return
         except Exception:  # a failing store: the next wake-up tries again

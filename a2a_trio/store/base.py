@@ -22,6 +22,7 @@ them only after :meth:`TaskLog.record` has returned.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -148,6 +149,21 @@ class TaskLog(Protocol):
         if stored is None:
             return None, []
         return stored, await self.events_after(agent, task_id, seq, messages=True)
+
+    async def tasks_since(
+        self, agent: str, cursors: Sequence[tuple[str, int]]
+    ) -> dict[str, tuple[StoredTask | None, list[LoggedEvent]]]:
+        """:meth:`task_since` of several tasks, each from its own sequence, by task id.
+
+        A task that does not exist is left out. A backend may read them all
+        in one round trip.
+        """
+        read: dict[str, tuple[StoredTask | None, list[LoggedEvent]]] = {}
+        for task_id, seq in cursors:
+            stored, events = await self.task_since(agent, task_id, seq)
+            if stored is not None:
+                read[task_id] = (stored, events)
+        return read
 
     @abstractmethod
     async def list_tasks(

@@ -9,7 +9,7 @@ what is stored where.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from datetime import datetime
 from functools import partial
@@ -216,9 +216,17 @@ class PostgresStore(Store):
     ) -> tuple[StoredTask | None, list[LoggedEvent]]:
         if _unstorable(agent, task_id):
             return None, []
-        return await self._run(
-            partial(reading.task_since, agent=agent, task_id=task_id, seq=seq), single=True
-        )
+        read = await self.tasks_since(agent, [(task_id, seq)])
+        return read.get(task_id, (None, []))
+
+    async def tasks_since(
+        self, agent: str, cursors: Sequence[tuple[str, int]]
+    ) -> dict[str, tuple[StoredTask | None, list[LoggedEvent]]]:
+        cursors = [(task_id, seq) for task_id, seq in cursors if not _unstorable(task_id)]
+        if _unstorable(agent) or not cursors:
+            return {}
+        work = partial(reading.tasks_since, agent=agent, cursors=cursors)
+        return await self._run(work, single=True)
 
     async def list_tasks(
         self,
