@@ -448,6 +448,9 @@ def measure_throughput(
         "p99_ms": spread([run["p99_ms"] for run in runs]),
         "cpu_ms_per_request": spread([run["cpu_ms_per_request"] for run in runs]),
         "postgres_cpu_ms_per_request": spread([run["postgres_cpu_ms_per_request"] for run in runs]),
+        "total_cpu_ms_per_request": spread(
+            [run["cpu_ms_per_request"] + run["postgres_cpu_ms_per_request"] for run in runs]
+        ),
         "bad": sum(run["bad"] for run in runs),
     }
 
@@ -503,9 +506,35 @@ def configurations(poll_s: float | None, baseline: Path | None = None) -> list[C
             ),
             "latency",
         ),
-        *THROUGHPUT_CONFIGURATIONS,
+        *throughput_configurations(baseline),
         *conversation_configurations(baseline),
     ]
+
+
+def throughput_configurations(baseline: Path | None) -> list[Configuration]:
+    """:data:`THROUGHPUT_CONFIGURATIONS`, each followed by itself on ``baseline`` (if given).
+
+    Interleaved, so that a before/after comparison is measured in one run.
+    """
+    if baseline is None:
+        return list(THROUGHPUT_CONFIGURATIONS)
+    base = str(baseline.resolve())
+    chosen = []
+    for config in THROUGHPUT_CONFIGURATIONS:
+        members = tuple(
+            dataclasses.replace(m, kind=dataclasses.replace(m.kind, code=base))
+            for m in config.members
+        )
+        chosen += [
+            config,
+            dataclasses.replace(
+                config,
+                name=f"{config.name}@base",
+                title=f"{config.title} (a2a_trio from {baseline})",
+                members=members,
+            ),
+        ]
+    return chosen
 
 
 THROUGHPUT_CONFIGURATIONS: tuple[Configuration, ...] = (
@@ -574,8 +603,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--baseline",
         type=Path,
-        help="a directory holding another a2a_trio package: the conversation configuration "
-        "runs with it too, as conversation-3-processes@base",
+        help="a directory holding another a2a_trio package: the throughput and conversation "
+        "configurations run with it too, each as NAME@base right after NAME",
     )
     args = parser.parse_args(argv)
     args.server_core, args.client_core = choose_cores(args.no_pin)
@@ -641,22 +670,25 @@ def render(document: dict[str, Any]) -> str:
         "## SendMessage throughput (JSON-RPC, blocking, c=16 in all)",
         "",
         "| configuration | req/s (median, min-max) | p50 ms | p99 ms "
-        "| server CPU ms / request | PostgreSQL CPU ms / request | bad |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| server CPU ms / request | PostgreSQL CPU ms / request | total CPU ms / request | bad |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, entry in document["results"].items():
         if entry.get("measure") != "throughput":
             continue
         if entry["status"] != "ok":
-            lines.append(f"| {name} | failed: {entry['error'].splitlines()[0]} ||||||")
+            lines.append(f"| {name} | failed: {entry['error'].splitlines()[0]} |||||||")
             continue
         rps, cpu = entry["good_rps"], entry["cpu_ms_per_request"]
+        total = _total_cpu(entry)
         lines.append(
             f"| {name} | {rps['median']:.0f} ({rps['min']:.0f}-{rps['max']:.0f})"
             f" | {entry['p50_ms']['median']:.2f} | {entry['p99_ms']['median']:.2f}"
             f" | {cpu['median']:.2f} ({cpu['min']:.2f}-{cpu['max']:.2f})"
-            f" | {entry['postgres_cpu_ms_per_request']['median']:.2f} | {entry['bad']} |"
+            f" | {entry['postgres_cpu_ms_per_request']['median']:.2f}"
+            f" | {total['median']:.2f} ({total['min']:.2f}-{total['max']:.2f}) | {entry['bad']} |"
         )
+    lines += _queued_ratios(document["results"])
     conversations = {
         name: entry
         for name, entry in document["results"].items()
@@ -665,6 +697,32 @@ def render(document: dict[str, Any]) -> str:
     if conversations:
         lines += ["", "## Conversations", "", *render_conversations(conversations)]
     return "\n".join(lines) + "\n"
+
+
+def _total_cpu(entry: dict[str, Any]) -> dict[str, float]:
+    """Servers' plus PostgreSQL's CPU per request (from the runs, for older documents too)."""
+    if "total_cpu_ms_per_request" in entry:
+        total: dict[str, float] = entry["total_cpu_ms_per_request"]
+        return total
+    return spread(
+        [run["cpu_ms_per_request"] + run["postgres_cpu_ms_per_request"] for run in entry["runs"]]
+    )
+
+
+def _queued_ratios(results: dict[str, Any]) -> list[str]:
+    """A queued message's CPU over an inline one's (all processes and PostgreSQL), per code."""
+    lines = []
+    for tag in ("", "@base"):
+        queued = results.get(f"send-2-web-1-worker{tag}", {})
+        inline = results.get(f"send-2-processes{tag}", {})
+        if queued.get("status") != "ok" or inline.get("status") != "ok":
+            continue
+        over = _total_cpu(queued)["median"] / _total_cpu(inline)["median"]
+        lines.append(
+            f"\nA queued message costs {over:.2f}x an inline message's CPU"
+            f" (servers and PostgreSQL, medians){' on the baseline' if tag else ''}."
+        )
+    return lines
 
 
 def run_configuration(

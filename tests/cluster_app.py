@@ -29,6 +29,7 @@ from pathlib import Path
 import trio
 
 from a2a_trio import A2AApp
+from a2a_trio.protocol import Message, Part, Role
 from a2a_trio.push import PushSettings
 from a2a_trio.runtime import AgentExecutor, EventQueue, RequestContext, TaskUpdater
 
@@ -53,6 +54,10 @@ class ClusterExecutor(AgentExecutor):
         if command == "silent":
             note(f"{context.task_id}.silent.{NAME}", "")
             await trio.sleep_forever()
+        if command == "reply":  # a direct answer: no task
+            said = Message(message_id="reply", role=Role.AGENT, parts=[Part(text=f"{rest} {NAME}")])
+            await queue.enqueue_event(said)
+            return
         await updater.start_work()
         if command == "count":
             await self._count(context, updater)

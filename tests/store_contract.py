@@ -297,6 +297,33 @@ async def test_task_since_reads_the_task_then_its_events_above_the_cursor(store:
     assert await store.task_since(AGENT, "no-such-task", 0) == (None, [])
 
 
+async def test_tasks_since_reads_each_task_from_its_own_cursor(store: Store) -> None:
+    for task_id in ("t-1", "t-2"):
+        task = make_task(task_id)
+        await create(store, task)
+        await append(store, task)
+        await append(store, moved(task, TaskState.COMPLETED, T0))
+    read = await store.tasks_since(AGENT, [("t-1", 1), ("t-2", 2), ("no-such-task", 0)])
+    assert sorted(read) == ["t-1", "t-2"]
+    assert [event.seq for event in read["t-1"][1]] == [2, 3]
+    assert [event.seq for event in read["t-2"][1]] == [3]
+    stored = read["t-2"][0]
+    assert stored is not None and stored.last_seq == 3
+    assert await store.tasks_since(AGENT, []) == {}
+
+
+async def test_task_since_reads_the_history_rows_that_are_not_streamed(store: Store) -> None:
+    # A reader keeps the history whole only if it sees every message row too.
+    task = make_task("t-1")
+    await create(store, task)
+    await append(store, task, "message")
+    await append(store, moved(task, TaskState.COMPLETED, T0))
+    _, events = await store.task_since(AGENT, "t-1", 1)
+    assert [(event.seq, event.kind) for event in events] == [(2, "message"), (3, "status")]
+    streamed = await store.events_after(AGENT, "t-1", 1)
+    assert [event.kind for event in streamed] == ["status"]
+
+
 #: JSON as a recorder might write it, with everything a re-serialiser would change:
 #: spacing, key order, a duplicate key, escapes, emoji, line and paragraph
 #: separators, a right-to-left mark, a combining accent and an escaped NUL.

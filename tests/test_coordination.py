@@ -14,7 +14,14 @@ from collections.abc import AsyncIterator
 import pytest
 
 from a2a_trio.protocol import TaskState
-from a2a_trio.store.coordination import Beat
+from a2a_trio.store.coordination import (
+    DONE,
+    LEASES,
+    Beat,
+    QueuedFinish,
+    QueuedOutcome,
+    done_outcome,
+)
 from a2a_trio.store.postgres import PostgresStore
 from a2a_trio.store.postgres.cluster import PostgresCoordination, beat
 from a2a_trio.store.url import PostgresLocation
@@ -208,11 +215,43 @@ async def test_a_queued_execution_is_claimed_once_and_done_with_its_answer(
     assert [(c.id, c.task_id) for c in claimed] == [(first, "t-1")]
     assert [c.id for c in await a.claim_queued([AGENT], 5)] == [second]
     assert await b.claim_queued([AGENT], 5) == []
-    await b.mark_running(first)
+    await b.mark_running([first])
     assert not (await a.queued_outcome(first)).done
-    await b.finish_queued(claimed[0], answer='{"messageId": "m"}')
+    await b.finish_queued([QueuedFinish(claimed[0], answer='{"messageId": "m"}')])
     outcome = await a.queued_outcome(first)
     assert (outcome.done, outcome.answer, outcome.error) == (True, '{"messageId": "m"}', None)
+
+
+async def test_queued_executions_end_together_with_their_outcomes_in_the_wake_ups(
+    stores: list[PostgresStore],
+) -> None:
+    a, b = members(stores)
+    rows_ = [await a.enqueue(AGENT, f"t-{n}", "{}") for n in (1, 2, 3)]
+    one, two, three = await b.claim_queued([AGENT], 3)
+    await b.mark_running(rows_)
+    assert (await b.acquire(AGENT, "t-1", "lease-1")).acquired
+    long_answer = json.dumps({"text": "x" * 8000})
+    error = {"code": -32603, "message": "no"}
+    async with a.wake_ups() as wake_ups:
+        await b.finish_queued(
+            [
+                QueuedFinish(one, answer='{"messageId": "m"}', seq=4),
+                QueuedFinish(two, error=error, seq=0),
+                QueuedFinish(three, answer=long_answer, seq=2),
+            ],
+            release=["lease-1"],
+        )
+        signals = [await wake_ups.receive() for _ in range(4)]
+    done = [s.fields for s in signals if s.channel == DONE]
+    assert [done_outcome(fields) for fields in done] == [
+        QueuedOutcome(True, '{"messageId": "m"}', None, 4),
+        QueuedOutcome(True, None, error, 0),
+        None,  # too long to tell: the waiter reads the row
+    ]
+    assert done[2] == (AGENT, "t-3", three.id)
+    assert [s.fields for s in signals if s.channel == LEASES] == [(AGENT, "t-1")]
+    assert (await a.queued_outcome(three.id)).answer == long_answer
+    assert (await a.acquire(AGENT, "t-1", "a-1")).acquired  # let go with the ends
 
 
 async def test_a_dead_workers_unstarted_execution_is_queued_again_and_a_started_one_ends(
@@ -222,7 +261,7 @@ async def test_a_dead_workers_unstarted_execution_is_queued_again_and_a_started_
     unstarted = await a.enqueue(AGENT, "t-1", "{}")
     started = await a.enqueue(AGENT, "t-2", "{}")
     await b.claim_queued([AGENT], 2)
-    await b.mark_running(started)
+    await b.mark_running([started])
     die(database, b)
     await a.orphans([AGENT])
     assert [c.id for c in await a.claim_queued([AGENT], 5)] == [unstarted]

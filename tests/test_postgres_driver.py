@@ -6,6 +6,7 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import pytest
 import trio
 from psycopg.types.json import Jsonb
@@ -58,6 +59,25 @@ async def test_run_commits_what_the_work_wrote(postgres: PostgresLocation) -> No
 
         await db.run(write)
         assert await db.fetchall("SELECT n FROM committed ORDER BY n") == [(1,), (2,)]
+
+
+async def test_one_statement_is_its_own_transaction_and_a_run_is_one(
+    postgres: PostgresLocation,
+) -> None:
+    # now() is when the transaction began: a statement sent alone began it
+    # (one round trip, no BEGIN before it); a run's statements share one.
+    async with Database.open(postgres) as db:
+        alone = await db.fetchone("SELECT now() = statement_timestamp()")
+
+        def two(conn: Connection) -> Any:
+            conn.execute("SELECT pg_sleep(0.01)")
+            return conn.execute("SELECT now() = statement_timestamp()").fetchone()
+
+        together = await db.run(two)
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            await db.execute("SELECT 1 / 0")
+        after = await db.fetchone("SELECT now() = statement_timestamp()")
+    assert (alone, together, after) == ((True,), (False,), (True,))
 
 
 async def test_run_rolls_back_when_the_work_raises(postgres: PostgresLocation) -> None:

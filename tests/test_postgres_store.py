@@ -429,10 +429,10 @@ async def test_a_round_is_one_trip_to_a_worker_thread(
     hops = 0
     run = Database.run
 
-    async def counted(self: Database, work: Any) -> Any:
+    async def counted(self: Database, work: Any, **options: Any) -> Any:
         nonlocal hops
         hops += 1
-        return await run(self, work)
+        return await run(self, work, **options)
 
     monkeypatch.setattr(Database, "run", counted)
     shares = [

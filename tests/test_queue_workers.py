@@ -194,6 +194,23 @@ async def test_a_queued_message_runs_on_a_worker_and_continues_through_another_w
     assert done["artifacts"][0]["parts"][0]["text"] == "continued on w0"
 
 
+async def test_a_queued_agents_direct_answer_reaches_its_client(deployment: Deployment) -> None:
+    # Told by the worker's wake-up (its outcome in the payload); each is its
+    # own, though both web processes hear both.
+    async with trio.open_nursery() as nursery:
+        answers: dict[int, dict[str, Any]] = {}
+
+        async def send(n: int) -> None:
+            message = user_message(f"reply hello-{n}")
+            answers[n] = await rpc(deployment.web[n % 2], "SendMessage", {"message": message})
+
+        for n in range(4):
+            nursery.start_soon(send, n)
+    for n, answer in answers.items():
+        text = answer["message"]["parts"][0]["text"]
+        assert text.startswith(f"hello-{n} w"), answer
+
+
 async def test_a_web_process_streams_what_the_worker_records(deployment: Deployment) -> None:
     received = await frames(
         deployment.web[0], "SendStreamingMessage", {"message": user_message("tick 5")}

@@ -27,7 +27,18 @@ from typing import Protocol
 
 import trio
 
-from ..store.coordination import CANCELS, DONE, EVENTS, LEASES, QUEUE, Claim, Coordination, Signal
+from ..store.coordination import (
+    CANCELS,
+    DONE,
+    EVENTS,
+    LEASES,
+    QUEUE,
+    Claim,
+    Coordination,
+    QueuedOutcome,
+    Signal,
+    done_outcome,
+)
 
 __all__ = ["Cluster", "ClusterMember", "ClusterWatcher", "new_token"]
 
@@ -59,8 +70,8 @@ class ClusterMember(Protocol):
     def work_arrived(self) -> None:
         """A queued execution of the agent waits for a worker."""
 
-    def done_elsewhere(self, task_id: str, row: int) -> None:
-        """A queued execution of the agent is done."""
+    def done_elsewhere(self, task_id: str, row: int, outcome: QueuedOutcome | None) -> None:
+        """A queued execution of the agent is done (``outcome``: as its wake-up said, if so)."""
 
     async def adopt(self, task_id: str) -> None:
         """End (or finish) a task whose holder died, if this member can take its lease."""
@@ -183,9 +194,20 @@ class Cluster:
         self._to_release.append(token)
         self._release_wanted.set()
 
+    def withdraw_release(self, token: str) -> bool:
+        """Take back a lease given to :meth:`release` and not yet let go: the caller lets
+        it go itself (in a transaction it writes anyway). Whether it was still waiting."""
+        try:
+            self._to_release.remove(token)
+        except ValueError:
+            return False
+        return True
+
     async def _releases(self) -> None:
         while True:
             await self._release_wanted.wait()
+            # Taken back meanwhile (withdraw_release), there may be none left.
+            self._release_wanted = trio.Event()
             # The executions ending in this scheduling pass join the batch.
             await trio.lowlevel.checkpoint()
             await self._flush_releases()
@@ -252,8 +274,8 @@ class Cluster:
             member.cancel_here(str(fields[1]), str(fields[3]))
         elif signal.channel == QUEUE:
             member.work_arrived()
-        elif signal.channel == DONE and len(fields) == 3 and isinstance(fields[2], int):
-            member.done_elsewhere(str(fields[1]), fields[2])
+        elif signal.channel == DONE and len(fields) in (3, 6) and isinstance(fields[2], int):
+            member.done_elsewhere(str(fields[1]), fields[2], done_outcome(fields))
 
     def _wake_everyone(self) -> None:
         waiters, self._lease_waiters = self._lease_waiters, {}

@@ -19,7 +19,7 @@ from ..protocol import Message, StreamResponse, Task
 from ..protocol.limits import Limits
 from ..protocol.tasks import HistoryWindow
 
-__all__ = ["TaskFeed"]
+__all__ = ["FeedItem", "ReadBack", "TaskFeed"]
 
 #: Messages of the history a feed keeps for answering without a read of the log.
 HISTORY_KEPT = 1_000
@@ -27,6 +27,10 @@ HISTORY_KEPT = 1_000
 #: A published streamed event: its log sequence, the event, and its JSON text
 #: as recorded (None when it has not been rendered), so relays need not render it again.
 FeedItem = tuple[int, StreamResponse, str | None]
+
+#: An event read back from the log (see :meth:`TaskFeed.catch_up`): its sequence, the
+#: streamed event (None: a history row only), its JSON text, the messages it adds.
+ReadBack = tuple[int, StreamResponse | None, str | None, Sequence[Message]]
 
 
 class TaskFeed:
@@ -144,19 +148,21 @@ class TaskFeed:
             self._recent.append((seq, response, text))
         self.notify()
 
-    def catch_up(self, items: list[FeedItem], snapshot: Task, seq: int) -> None:
+    def catch_up(self, rows: list[ReadBack], snapshot: Task, seq: int) -> None:
         """Publish what another process recorded, read back from the log up to ``seq``.
 
+        ``rows`` are every event after :attr:`last_seq` up to ``seq`` that is
+        streamed or adds to the history, so the messages they carry keep the
+        feed's history whole (a response then needs no read of the log).
         Ignored while this process writes the task (it holds events) or has
         seen ``seq`` already. Every event is published with the task as it
         stands at ``seq``, the only snapshot read back.
         """
         if self._holding or self._held or seq <= self.current_seq:
             return
-        self._forget_messages(seq)  # what another process recorded is in the log only
-        for item_seq, response, text in items:
-            if item_seq > self.last_seq:
-                self.publish(item_seq, snapshot, response, text)
+        for row_seq, response, text, messages in rows:
+            if row_seq > self.last_seq:
+                self.publish(row_seq, snapshot, response, text, messages)
         if seq > self.last_seq:  # a history-only event last: the task moved all the same
             self.publish(seq, snapshot, None)
 

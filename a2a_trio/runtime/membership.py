@@ -15,12 +15,15 @@ from typing import Protocol
 
 import trio
 
-from ..protocol import A2AError, InternalError, StreamResponse, Task, TaskState
-from ..store import StoredTask
+from ..protocol import A2AError, InternalError, Message, StreamResponse, Task, TaskState
+from ..store import LoggedEvent, StoredTask
+from ..store.coordination import QueuedOutcome
+from ..store.history import messages_in
+from .batches import Batch
 from .cluster import Cluster, new_token
 from .executions import Executions
 from .executor import Principal
-from .feed import FeedItem
+from .feed import ReadBack
 from .state import ABANDONED, HostState, LiveTask, not_cancelable
 
 __all__ = ["Membership", "QueueWaiters"]
@@ -40,8 +43,9 @@ class QueueWaiters(Protocol):
     def work_arrived(self) -> None:
         """A queued execution waits for a worker."""
 
-    def done_elsewhere(self, row: int) -> None:
-        """A worker finished the queued execution of ``row``."""
+    def done_elsewhere(self, row: int, outcome: QueuedOutcome | None) -> None:
+        """A worker finished the queued execution of ``row`` (``outcome``: if its wake-up
+        carried it)."""
 
 
 class Membership:
@@ -60,6 +64,9 @@ class Membership:
         self._executions = executions
         self._queued = queued
         self.name = state.name
+        #: Tasks woken in one scheduling pass (a worker's round moves several)
+        #: are read back together: one round trip for all.
+        self._reading: Batch[LiveTask] = Batch(self._read_back_all)
 
     # --- adoption ---------------------------------------------------------------------
 
@@ -126,29 +133,38 @@ class Membership:
         store = self._state.store
         while True:
             stored, events = await store.task_since(self.name, live.task_id, live.feed.last_seq)
-            if stored is None:
+            if stored is None or self._publish(live, stored, events):
                 return
-            items: list[FeedItem] = [
-                (e.seq, StreamResponse.model_validate_json(e.payload), e.payload)
-                for e in events
-                if e.seq <= stored.last_seq
-            ]
-            live.feed.catch_up(items, stored.task, stored.last_seq)
-            self._queued.settle(live)
-            if len(items) == len(events):
-                return
+
+    def _publish(self, live: LiveTask, stored: StoredTask, events: list[LoggedEvent]) -> bool:
+        """Publish what was read back of the task; whether it was all of it."""
+        rows = [_read_back(e) for e in events if e.seq <= stored.last_seq]
+        live.feed.catch_up(rows, stored.task, stored.last_seq)
+        self._queued.settle(live)
+        return len(rows) == len(events)
+
+    async def _read_back_all(self, lives: list[LiveTask]) -> None:
+        """:meth:`read_back` of the tasks woken in one scheduling pass, in one read."""
+        tasks = list(dict.fromkeys(lives))
+        cursors = [(live.task_id, live.feed.last_seq) for live in tasks]
+        read = await self._state.store.tasks_since(self.name, cursors)
+        for live in tasks:
+            stored, events = read.get(live.task_id, (None, []))
+            if stored is not None and not self._publish(live, stored, events):
+                live.catch_up_again = True  # the rest in the next pass
 
     async def _catch_up(self, live: LiveTask) -> None:
         try:
             while True:
                 live.catch_up_again = False
-                await self.read_back(live)
+                await self._reading.add(live)
                 if not live.catch_up_again:
                     return
         except Exception:  # a failing store: the next wake-up tries again
             log.exception("agent %s: could not read task %s back", self.name, live.task_id)
         finally:
             live.catching_up = False
+            live.feed.notify()  # a waiter for it may read back itself now
             self._state.live.release(live)
 
     # --- queued executions --------------------------------------------------------------
@@ -157,9 +173,9 @@ class Membership:
         """A queued execution waits for a worker (this process may be one)."""
         self._queued.work_arrived()
 
-    def done_elsewhere(self, task_id: str, row: int) -> None:
+    def done_elsewhere(self, task_id: str, row: int, outcome: QueuedOutcome | None) -> None:
         """A worker finished a queued execution (maybe one this process waits for)."""
-        self._queued.done_elsewhere(row)
+        self._queued.done_elsewhere(row, outcome)
 
     # --- cancel ---------------------------------------------------------------------------
 
@@ -232,3 +248,11 @@ class Membership:
             pass  # final meanwhile: the canceller sees it in the log
         except Exception:
             log.exception("agent %s: could not cancel task %s", self.name, task_id)
+
+
+def _read_back(event: LoggedEvent) -> ReadBack:
+    """A row read back from the log as the feed publishes it, with the messages it adds."""
+    if event.kind == "message":  # a history row only (a continuation's message, say)
+        return event.seq, None, None, [Message.model_validate_json(event.payload)]
+    response = StreamResponse.model_validate_json(event.payload)
+    return event.seq, response, event.payload, messages_in(response)

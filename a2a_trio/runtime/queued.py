@@ -30,7 +30,8 @@ from ..protocol import (
     error_from_code,
 )
 from ..store import StoredTask
-from ..store.coordination import QueuedExecution
+from ..store.coordination import QueuedExecution, QueuedFinish, QueuedOutcome
+from .batches import Batch
 from .executions import Executions
 from .executor import Principal, RequestContext
 from .state import Execution, HostState, LiveTask
@@ -56,6 +57,10 @@ class QueuedExecutions:
         self._work_arrived = trio.Event()
         #: Workers: the executions running here, by row id.
         self._running: dict[int, Execution] = {}
+        #: Workers: executions that start, and that end, in one scheduling pass
+        #: are marked so in one transaction (each end with its lease let go).
+        self._starting: Batch[int] = Batch(self._mark_running)
+        self._ending: Batch[tuple[QueuedFinish, str | None]] = Batch(self._mark_done)
 
     def attach(self, membership: Membership) -> None:
         """Wait for and run executions as ``membership``'s host (several processes)."""
@@ -106,17 +111,18 @@ class QueuedExecutions:
                 if begun or (not execution.continuing and feed.snapshot is not None):
                     execution.settle_first()
 
-    def done_elsewhere(self, row: int) -> None:
+    def done_elsewhere(self, row: int, outcome: QueuedOutcome | None = None) -> None:
+        """The execution of ``row`` is done (``outcome``: as its wake-up told, if it did)."""
         nursery = self._state.nursery
         if row in self._waiting and nursery is not None:
-            nursery.start_soon(self._finish, row)
+            nursery.start_soon(self._finish, row, outcome)
 
     def check_all(self) -> None:
         """Wake-ups may have been lost: look at every row still waited for."""
         for row in list(self._waiting):
             self.done_elsewhere(row)
 
-    async def _finish(self, row: int) -> None:
+    async def _finish(self, row: int, told: QueuedOutcome | None) -> None:
         host = self._state
         assert host.cluster is not None
         entry = self._waiting.get(row)
@@ -124,13 +130,14 @@ class QueuedExecutions:
             return
         live, execution = entry
         try:
-            outcome = await host.cluster.coordination.queued_outcome(row)
+            outcome = told or await host.cluster.coordination.queued_outcome(row)
             if not outcome.done:
                 return
+            if row not in self._waiting:
+                return  # another wake-up finished it meanwhile
             del self._waiting[row]
             # Its last events before its end: a stream must relay them first.
-            assert self._membership is not None
-            await self._membership.read_back(live)
+            await self._read_through(live, outcome.seq)
             if outcome.error is not None and _cut_off(live, execution):
                 # Its worker died within the follow-up, before the agent recorded
                 # anything: the process that takes the task's lease ends it (FAILED);
@@ -154,6 +161,24 @@ class QueuedExecutions:
         execution.done.set()
         live.feed.notify()
         host.live.release(live)
+
+    async def _read_through(self, live: LiveTask, seq: int | None) -> None:
+        """Publish the task's events up to ``seq`` (None: all the log holds).
+
+        Usually the wake-up of the execution's last round has had them read
+        back already, or is reading them (then this waits for that read).
+        """
+        assert self._membership is not None
+        if seq is None:
+            await self._membership.read_back(live)
+            return
+        feed = live.feed
+        while feed.current_seq < seq:
+            wakeup = feed.wakeup
+            if not live.catching_up:
+                await self._membership.read_back(live)
+                return
+            await wakeup.wait()
 
     # --- worker processes ----------------------------------------------------------
 
@@ -191,22 +216,39 @@ class QueuedExecutions:
         while host.running:
             self._work_arrived = trio.Event()
             claimed: list[QueuedExecution] = []
-            if running < concurrency:
+            wanted = concurrency - running
+            if wanted > 0:
                 try:
-                    claimed = await coordination.claim_queued([host.name], concurrency - running)
+                    claimed = await coordination.claim_queued([host.name], wanted)
                 except Exception as error:  # the database is away: look again later
                     log.warning("agent %s: could not claim queued work: %s", host.name, error)
             for work in claimed:
                 running += 1
                 host.finishing().start_soon(self._run, work, one_done)
-            if claimed and running < concurrency:
-                continue  # there may be more
-            # No poll: a wake-up says at once that work waits, and every
+            # No claim again at once: fewer than asked for means none waited
+            # past them (rows another worker locked are that worker's), and one
+            # queued since sets the event taken before the claim. No poll
+            # either: a wake-up says at once that work waits, and every
             # heartbeat whether any does (a wake-up lost, say; runtime.cluster).
             if running < concurrency:
                 await self._work_arrived.wait()
             else:
                 await freed.wait()
+
+    async def _mark_running(self, rows: list[int]) -> None:
+        assert self._state.cluster is not None
+        await self._state.cluster.coordination.mark_running(rows)
+
+    async def _mark_done(self, ended: list[tuple[QueuedFinish, str | None]]) -> None:
+        cluster = self._state.cluster
+        assert cluster is not None
+        leases = [lease for _, lease in ended if lease is not None]
+        try:
+            await cluster.coordination.finish_queued([f for f, _ in ended], release=leases)
+        except BaseException:
+            for lease in leases:  # let go on their own, at least
+                cluster.release(lease)
+            raise
 
     async def _run(self, work: QueuedExecution, done: Callable[[], None]) -> None:
         host = self._state
@@ -216,6 +258,8 @@ class QueuedExecutions:
         error: dict[str, object] | None = None
         again = False  # back to the queue: not run here, or handed back
         started = False
+        seq = 0  # the task's last event when the execution ended
+        lease: str | None = None  # its lease, if let go with its end
         try:
             request = json.loads(work.request)
             telemetry.adopt(request)
@@ -234,13 +278,17 @@ class QueuedExecutions:
             if not host.running:  # claimed as the worker began to stop: nothing ran
                 again = True
                 return
-            await coordination.mark_running(work.id)
+            await self._starting.add(work.id)
             live = host.live.acquire(work.task_id, stored)
             try:
                 self._executions.start(live, execution)
                 started = True
                 self._running[work.id] = execution
                 await execution.done.wait()
+                seq = live.feed.last_seq
+                token = execution.lease_token
+                if token is not None and host.cluster.withdraw_release(token):
+                    lease = token
                 # Handed back, unless it ended meanwhile (or answered with a Message).
                 again = execution.handed_back and execution.answer is None
                 again = again and (live.feed.snapshot is None or live.left_running)
@@ -270,9 +318,12 @@ class QueuedExecutions:
             with trio.CancelScope(shield=True):
                 try:
                     if again:
+                        if lease is not None:
+                            host.cluster.release(lease)
                         await coordination.requeue(work, restart=started)
                     else:
-                        await coordination.finish_queued(work, answer=answer, error=error)
+                        ended = QueuedFinish(work, answer=answer, error=error, seq=seq)
+                        await self._ending.add((ended, lease))
                 except Exception:  # its web process learns it when this worker's lease ends
                     log.exception("agent %s: could not finish queued execution", host.name)
             done()

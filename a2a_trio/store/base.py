@@ -22,6 +22,7 @@ them only after :meth:`TaskLog.record` has returned.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -116,8 +117,13 @@ class TaskLog(Protocol):
         """The task, if it exists and (when ``owner`` is given) belongs to ``owner``."""
 
     @abstractmethod
-    async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
-        """Streamed events of the task with a sequence number above ``seq``, in order."""
+    async def events_after(
+        self, agent: str, task_id: str, seq: int, *, messages: bool = False
+    ) -> list[LoggedEvent]:
+        """Streamed events of the task with a sequence number above ``seq``, in order.
+
+        With ``messages``, the rows of kind ``message`` too (``records.READ_BACK_KINDS``).
+        """
 
     @abstractmethod
     async def history(
@@ -139,15 +145,33 @@ class TaskLog(Protocol):
     async def task_since(
         self, agent: str, task_id: str, seq: int
     ) -> tuple[StoredTask | None, list[LoggedEvent]]:
-        """The task, then its streamed events above ``seq`` (read after it: maybe more).
+        """The task, then its events above ``seq`` (read after it: maybe more).
 
-        For a process reading back what another recorded; a backend may read
-        both in one round trip.
+        Its streamed events and its ``message`` rows (``records.READ_BACK_KINDS``):
+        with them, the reader knows every message its history gained, and can
+        answer with the history without reading the log again. For a process
+        reading back what another recorded; a backend may read both in one
+        round trip.
         """
         stored = await self.get_task(agent, task_id, owner=None)
         if stored is None:
             return None, []
-        return stored, await self.events_after(agent, task_id, seq)
+        return stored, await self.events_after(agent, task_id, seq, messages=True)
+
+    async def tasks_since(
+        self, agent: str, cursors: Sequence[tuple[str, int]]
+    ) -> dict[str, tuple[StoredTask | None, list[LoggedEvent]]]:
+        """:meth:`task_since` of several tasks, each from its own sequence, by task id.
+
+        A task that does not exist is left out. A backend may read them all
+        in one round trip.
+        """
+        read: dict[str, tuple[StoredTask | None, list[LoggedEvent]]] = {}
+        for task_id, seq in cursors:
+            stored, events = await self.task_since(agent, task_id, seq)
+            if stored is not None:
+                read[task_id] = (stored, events)
+        return read
 
     @abstractmethod
     async def list_tasks(

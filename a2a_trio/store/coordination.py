@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
@@ -47,10 +48,13 @@ __all__ = [
     "Coordination",
     "Orphan",
     "QueuedExecution",
+    "QueuedFinish",
     "QueuedOutcome",
     "Report",
     "Signal",
     "WakeUps",
+    "done_outcome",
+    "done_payload",
     "signal_payload",
 ]
 
@@ -62,7 +66,9 @@ LEASES = "a2a_leases"
 CANCELS = "a2a_cancels"
 #: An execution of a queued agent waits for a worker: [agent].
 QUEUE = "a2a_queue"
-#: A queued execution is done: [agent, task, id].
+#: A queued execution is done: [agent, task, id, its task's last sequence, answer,
+#: error] (its outcome, see :func:`done_payload`), or [agent, task, id] when that
+#: would be too long (the waiter reads the row).
 DONE = "a2a_done"
 CHANNELS = (EVENTS, LEASES, CANCELS, QUEUE, DONE)
 
@@ -152,6 +158,39 @@ class QueuedOutcome:
     done: bool
     answer: str | None = None
     error: dict[str, object] | None = None
+    #: The task's last event when the execution ended, when known (0: it wrote none).
+    seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedFinish:
+    """A worker's execution as it ended: its direct answer or error, its task's last event."""
+
+    execution: QueuedExecution
+    answer: str | None = None
+    error: dict[str, object] | None = None
+    seq: int = 0
+
+
+def done_payload(finish: QueuedFinish) -> str:
+    """The DONE wake-up of ``finish``: with its outcome, unless that is too long."""
+    work = finish.execution
+    whole = signal_payload(
+        work.agent, work.task_id, work.id, finish.seq, finish.answer, finish.error
+    )
+    return whole if whole != "[]" else signal_payload(work.agent, work.task_id, work.id)
+
+
+def done_outcome(fields: tuple[object, ...]) -> QueuedOutcome | None:
+    """The outcome a DONE wake-up's fields carry (see :func:`done_payload`), if any."""
+    if len(fields) != 6:
+        return None
+    seq, answer, error = fields[3:]
+    if not isinstance(seq, int) or not (answer is None or isinstance(answer, str)):
+        return None
+    if error is not None and not isinstance(error, dict):
+        return None
+    return QueuedOutcome(True, answer, error, seq)
 
 
 #: What a member tells the others of itself: role (``web`` or ``worker``), the
@@ -244,18 +283,18 @@ class Coordination(ABC):
         """Take up to ``limit`` queued executions of these agents, oldest first."""
 
     @abstractmethod
-    async def mark_running(self, execution_id: int) -> None:
-        """The claimed execution starts: from now on a dead worker's is not run again."""
+    async def mark_running(self, execution_ids: Sequence[int]) -> None:
+        """The claimed executions start: from now on a dead worker's are not run again."""
 
     @abstractmethod
     async def finish_queued(
-        self,
-        execution: QueuedExecution,
-        *,
-        answer: str | None = None,
-        error: dict[str, object] | None = None,
+        self, finishes: Sequence[QueuedFinish], *, release: Sequence[str] = ()
     ) -> None:
-        """Mark the execution done (waking the web process that waits for it)."""
+        """Mark the executions done, waking the web processes that wait for them.
+
+        Each wake-up carries its outcome (:func:`done_payload`). The leases of
+        ``release`` (tokens) are let go in the same transaction.
+        """
 
     @abstractmethod
     async def requeue(self, execution: QueuedExecution, *, restart: bool) -> None:

@@ -18,7 +18,7 @@ from ..protocol import Message, StreamResponse
 from ..protocol.limits import Limits
 from ..protocol.tasks import HistoryWindow
 
-__all__ = ["HISTORY_KINDS", "FetchRows", "messages_of", "read_history"]
+__all__ = ["HISTORY_KINDS", "FetchRows", "messages_in", "messages_of", "read_history"]
 
 #: The kinds of log rows that may hold a message of the history.
 HISTORY_KINDS = ("task", "status", "message")
@@ -41,10 +41,14 @@ def messages_of(kind: str, payload: str) -> list[Message]:
         return [Message.model_validate_json(payload)]
     if kind == "status" and _MESSAGE_KEY not in payload:
         return []  # most status updates carry no message: no need to read them
-    response = StreamResponse.model_validate_json(payload)
-    if kind == "task" and response.task is not None:
+    return messages_in(StreamResponse.model_validate_json(payload))
+
+
+def messages_in(response: StreamResponse) -> list[Message]:
+    """The history messages a streamed event holds (a task's history, a status message)."""
+    if response.task is not None:
         return list(response.task.history or [])
-    if kind == "status" and response.status_update is not None:
+    if response.status_update is not None:
         message = response.status_update.status.message
         return [message] if message is not None else []
     return []

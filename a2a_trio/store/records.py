@@ -31,6 +31,7 @@ from ..protocol.models import AuthenticationInfo
 from .secrets import SecretBox
 
 __all__ = [
+    "READ_BACK_KINDS",
     "STREAMED_KINDS",
     "UNREADABLE_SNAPSHOT",
     "Attempt",
@@ -58,6 +59,9 @@ log = logging.getLogger("a2a_trio.store")
 #: subscribers see; ``message`` rows hold a Message added to the history.
 EventKind = Literal["task", "status", "artifact", "message"]
 STREAMED_KINDS = ("task", "status", "artifact")
+#: What a process reads back of a task another one moved: its streamed events
+#: and the history's own rows (a continuation's message, an agent's answer).
+READ_BACK_KINDS = (*STREAMED_KINDS, "message")
 
 
 @dataclass(frozen=True, slots=True)

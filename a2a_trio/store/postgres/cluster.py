@@ -14,7 +14,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 
@@ -28,10 +28,12 @@ from ..coordination import (
     Coordination,
     Orphan,
     QueuedExecution,
+    QueuedFinish,
     QueuedOutcome,
     Report,
     Signal,
     WakeUps,
+    done_payload,
 )
 from ..coordination import signal_payload as signal_payload
 from ..fleet import FleetView
@@ -64,6 +66,23 @@ _RELEASE = """
     SELECT count(pg_notify('a2a_leases',
         CASE WHEN octet_length(payload) < 7900 THEN payload ELSE '[]' END))
     FROM (SELECT json_build_array(agent, task_id)::text AS payload FROM gone) AS wake
+"""
+
+
+#: Mark queued executions done, waking their web processes, and release leases
+#: (waking their waiters), in one statement: a worker's executions that end
+#: together cost one round trip.
+_FINISH = f"""
+    WITH f AS (SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[])
+            AS f(id, answer, error, payload)),
+        done AS (UPDATE queued_executions q SET state = 'done', answer = f.answer,
+            error = f.error::json, updated_at = now() FROM f WHERE q.id = f.id
+            RETURNING f.payload),
+        gone AS (DELETE FROM task_leases WHERE token = ANY(%s) RETURNING agent, task_id)
+    SELECT (SELECT count(pg_notify('{DONE}', payload)) FROM done),
+        (SELECT count(pg_notify('a2a_leases',
+            CASE WHEN octet_length(payload) < 7900 THEN payload ELSE '[]' END))
+        FROM (SELECT json_build_array(agent, task_id)::text AS payload FROM gone) AS wake)
 """
 
 
@@ -206,17 +225,14 @@ class PostgresCoordination(Coordination):
         return await self._db.run(find)
 
     async def enqueue(self, agent: str, task_id: str, request: str) -> int:
-        def enqueue(conn: Connection) -> int:
-            row = conn.execute(
-                "INSERT INTO queued_executions (agent, task_id, request, created_at, updated_at)"
-                " VALUES (%s, %s, %s::json, now(), now()) RETURNING id",
-                (agent, task_id, request),
-            ).fetchone()
-            assert row is not None
-            conn.execute("SELECT pg_notify(%s, %s)", (QUEUE, signal_payload(agent)))
-            return int(row[0])
-
-        return await self._db.run(enqueue)
+        # One statement, one round trip: the row and its wake-up.
+        row = await self._db.fetchone(
+            "INSERT INTO queued_executions (agent, task_id, request, created_at, updated_at)"
+            " VALUES (%s, %s, %s::json, now(), now()) RETURNING id, pg_notify(%s, %s)",
+            (agent, task_id, request, QUEUE, signal_payload(agent)),
+        )
+        assert row is not None
+        return int(row[0])
 
     async def claim_queued(self, agents: list[str], limit: int) -> list[QueuedExecution]:
         rows = await self._db.fetchall(
@@ -229,31 +245,24 @@ class PostgresCoordination(Coordination):
         claimed = [QueuedExecution(int(r[0]), r[1], r[2], r[3]) for r in rows]
         return sorted(claimed, key=lambda execution: execution.id)
 
-    async def mark_running(self, execution_id: int) -> None:
-        await self._db.execute(
-            "UPDATE queued_executions SET state = 'running', updated_at = now() WHERE id = %s",
-            (execution_id,),
-        )
+    async def mark_running(self, execution_ids: Sequence[int]) -> None:
+        if execution_ids:
+            await self._db.execute(
+                "UPDATE queued_executions SET state = 'running', updated_at = now()"
+                " WHERE id = ANY(%s)",
+                (list(execution_ids),),
+            )
 
     async def finish_queued(
-        self,
-        execution: QueuedExecution,
-        *,
-        answer: str | None = None,
-        error: dict[str, object] | None = None,
+        self, finishes: Sequence[QueuedFinish], *, release: Sequence[str] = ()
     ) -> None:
-        def finish(conn: Connection) -> None:
-            conn.execute(
-                "UPDATE queued_executions SET state = 'done', answer = %s, error = %s::json,"
-                " updated_at = now() WHERE id = %s",
-                (answer, None if error is None else json.dumps(error), execution.id),
-            )
-            conn.execute(
-                "SELECT pg_notify(%s, %s)",
-                (DONE, signal_payload(execution.agent, execution.task_id, execution.id)),
-            )
-
-        await self._db.run(finish)
+        if not finishes and not release:
+            return
+        ids = [finish.execution.id for finish in finishes]
+        answers = [finish.answer for finish in finishes]
+        errors = [None if f.error is None else json.dumps(f.error) for f in finishes]
+        payloads = [done_payload(finish) for finish in finishes]
+        await self._db.execute(_FINISH, (ids, answers, errors, payloads, list(release)))
 
     async def requeue(self, execution: QueuedExecution, *, restart: bool) -> None:
         def requeue(conn: Connection) -> None:

@@ -2,8 +2,9 @@
 
 Each unit of work is a plain function run in a worker thread on a pooled connection
 inside one transaction: one thread hop per round, not one per statement
-(docs/storage.md has the measurements behind this choice). Everything here uses
-psycopg's public API only.
+(docs/storage.md has the measurements behind this choice). A unit of one
+statement is its own transaction (the pool's connections are in autocommit):
+one round trip, not three. Everything here uses psycopg's public API only.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import shlex
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import Any, TypeVar
 
 import psycopg
@@ -85,17 +87,20 @@ class Database:
             conn.close()
         self._idle.clear()
 
-    async def run(self, work: Callable[[Connection], T]) -> T:
+    async def run(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
         """Run ``work(conn)`` in a worker thread inside one transaction.
 
         The transaction commits when ``work`` returns and rolls back when it raises.
         If the calling trio task is cancelled, the server is asked to cancel the query,
         the transaction rolls back and the cancellation goes on; the connection returns
         to the pool only once it is idle again.
+
+        ``single``: ``work`` runs one statement, which is then its own transaction
+        (no ``BEGIN`` and ``COMMIT`` around it: one round trip, not three).
         """
         try:
             async with self._connection() as conn:
-                result = await self._in_thread(conn, work)
+                result = await self._in_thread(conn, work, single)
         except (DatabaseUnavailable, ConnectionLost) as error:
             self.reachability.failed(error)
             raise
@@ -109,19 +114,20 @@ class Database:
         def work(conn: Connection) -> int:
             return conn.execute(query, params).rowcount
 
-        return await self.run(work)
+        return await self.run(work, single=True)
 
     async def fetchone(self, query: str, params: Params = ()) -> tuple[Any, ...] | None:
         """The first row of one query, or None."""
-        return await self.run(lambda conn: conn.execute(query, params).fetchone())
+        return await self.run(lambda conn: conn.execute(query, params).fetchone(), single=True)
 
     async def fetchall(self, query: str, params: Params = ()) -> list[tuple[Any, ...]]:
         """Every row of one query."""
-        return await self.run(lambda conn: conn.execute(query, params).fetchall())
+        return await self.run(lambda conn: conn.execute(query, params).fetchall(), single=True)
 
     async def _connect(self) -> Connection:
         return await trio.to_thread.run_sync(
-            connect, self.location, self.settings, limiter=self._threads
+            partial(connect, self.location, self.settings, autocommit=True),
+            limiter=self._threads,
         )
 
     @asynccontextmanager
@@ -159,7 +165,9 @@ class Database:
     def display(self) -> str:
         return self.location.display
 
-    async def _in_thread(self, conn: Connection, work: Callable[[Connection], T]) -> T:
+    async def _in_thread(
+        self, conn: Connection, work: Callable[[Connection], T], single: bool = False
+    ) -> T:
         finished = threading.Event()
         # "waiting" until the worker begins ("running") or the caller gives it
         # up first ("abandoned"): a call cancelled before its thread ran (while
@@ -174,6 +182,8 @@ class Database:
                     raise _Abandoned  # the caller has gone on: nothing may run
                 phase = "running"
             try:
+                if single:
+                    return work(conn)
                 with conn.transaction():
                     return work(conn)
             except pg_errors.QueryCanceled as error:
@@ -220,11 +230,16 @@ class _Abandoned(Exception):
 
 
 def connect(
-    location: PostgresLocation, settings: PoolSettings, *, application: str = "a2a-trio"
+    location: PostgresLocation,
+    settings: PoolSettings,
+    *,
+    application: str = "a2a-trio",
+    autocommit: bool = False,
 ) -> Connection:
     """Open one connection (blocking) with the pool's timeouts; errors never hold a password.
 
-    ``application`` is its ``application_name`` (pg_stat_activity shows it).
+    ``application`` is its ``application_name`` (pg_stat_activity shows it);
+    ``autocommit``: each statement outside ``conn.transaction()`` commits alone.
     """
     timeout_ms = int(settings.statement_timeout * 1000)
     try:
@@ -233,6 +248,7 @@ def connect(
             connect_timeout=max(1, round(settings.connect_timeout)),
             options=f"-c statement_timeout={timeout_ms}",
             application_name=application,
+            autocommit=autocommit,
         )
     except psycopg.Error as error:
         # libpq's message names host and port but never the password; ours adds the key.

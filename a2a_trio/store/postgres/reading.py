@@ -8,16 +8,17 @@ them; its one-statement reads use :data:`TASK` and :data:`EVENTS_AFTER` directly
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ...protocol import Message
 from ...protocol.limits import Limits
 from ..history import HISTORY_KINDS, read_history
-from ..records import STREAMED_KINDS, LoggedEvent, StoredTask, read_task
+from ..records import READ_BACK_KINDS, LoggedEvent, StoredTask, read_task
 from .database import Connection, Params
 from .recording import HISTORY_ROWS
 
-__all__ = ["EVENTS_AFTER", "TASK", "history", "task_page", "task_since"]
+__all__ = ["EVENTS_AFTER", "TASK", "TASKS_SINCE", "history", "task_page", "tasks_since"]
 
 #: The task's row as :func:`~a2a_trio.store.records.read_task` reads it.
 TASK = (
@@ -29,6 +30,21 @@ EVENTS_AFTER = (
     "SELECT seq, kind, payload::text FROM task_events WHERE agent = %s AND task_id = %s"
     " AND seq > %s AND kind = ANY(%s::text[]) ORDER BY seq"
 )
+
+
+#: Tasks' rows, each followed by its events after its own sequence number, by
+#: task: (task, seq, kind, payload) then the row as :data:`TASK` reads it; a
+#: task's row comes first (its seq NULL).
+TASKS_SINCE = """
+    SELECT id, NULL::bigint, NULL::text, owner, snapshot::text, last_seq, context_id, state
+    FROM tasks WHERE agent = %s AND id = ANY(%s::text[])
+    UNION ALL
+    SELECT e.task_id, e.seq, e.kind, e.payload::text, NULL, NULL, NULL, NULL
+    FROM unnest(%s::text[], %s::bigint[]) AS c(task_id, seq)
+    JOIN task_events e ON e.agent = %s AND e.task_id = c.task_id AND e.seq > c.seq
+    WHERE e.kind = ANY(%s::text[])
+    ORDER BY 1, 2 NULLS FIRST
+"""
 
 
 def history(
@@ -49,20 +65,25 @@ def history(
     return read_history(fetch, through, limits, length)
 
 
-def task_since(
-    conn: Connection, agent: str, task_id: str, seq: int
-) -> tuple[StoredTask | None, list[LoggedEvent]]:
-    """The task, then its streamed events above ``seq``.
+def tasks_since(
+    conn: Connection, agent: str, cursors: Sequence[tuple[str, int]]
+) -> dict[str, tuple[StoredTask | None, list[LoggedEvent]]]:
+    """Each task, then its events above its sequence (``Store.tasks_since``), by task id.
 
-    Two statements, one thread hop: read committed, each statement sees what
-    was committed when it began (so the events may run past the task's row).
+    One statement (:data:`TASKS_SINCE`), so one round trip, and the events are
+    those of the tasks' rows as read (none past them). A task without a row
+    is left out.
     """
-    row = conn.execute(TASK, (agent, task_id)).fetchone()
-    if row is None:
-        return None, []
-    events = conn.execute(EVENTS_AFTER, (agent, task_id, seq, list(STREAMED_KINDS))).fetchall()
-    logged = [LoggedEvent(int(r[0]), r[1], r[2]) for r in events]
-    return read_task(agent, task_id, row), logged
+    ids = [task_id for task_id, _ in cursors]
+    seqs = [seq for _, seq in cursors]
+    params = (agent, ids, ids, seqs, agent, list(READ_BACK_KINDS))
+    read: dict[str, tuple[StoredTask | None, list[LoggedEvent]]] = {}
+    for task_id, seq, kind, *rest in conn.execute(TASKS_SINCE, params):
+        if seq is None:
+            read[task_id] = (read_task(agent, task_id, rest), [])
+        elif task_id in read:
+            read[task_id][1].append(LoggedEvent(int(seq), kind, rest[0]))
+    return read
 
 
 def task_page(

@@ -9,7 +9,7 @@ what is stored where.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from datetime import datetime
 from functools import partial
@@ -24,6 +24,7 @@ from ..base import Store
 from ..browse import OutboxSummary, SummaryPage, TimelineEntry
 from ..outbox_caps import cap_parameters, cap_statement
 from ..records import (
+    READ_BACK_KINDS,
     STREAMED_KINDS,
     Delivery,
     Lane,
@@ -122,28 +123,29 @@ class PostgresStore(Store):
         if resources is not None:
             await resources.aclose()
 
-    async def _run(self, work: Callable[[Connection], T]) -> T:
+    async def _run(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
+        """``work`` in one transaction (``single``: of its one statement; see Database.run)."""
         if self._db is None:
             raise RuntimeError(f"the store for {self.display} is not open: await open() first")
         try:
-            return await self._db.run(work)
+            return await self._db.run(work, single=single)
         except psycopg.errors.DiskFull as error:  # SQLSTATE 53100: nothing was stored
             raise self.space.refused(error) from error
 
-    async def _write(self, work: Callable[[Connection], T]) -> T:
+    async def _write(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
         """:meth:`_run` for work that writes: its success says there is space."""
-        result = await self._run(work)
+        result = await self._run(work, single=single)
         self.space.wrote()
         return result
 
     async def _fetchall(self, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
-        return await self._run(lambda conn: conn.execute(query, params).fetchall())
+        return await self._run(lambda conn: conn.execute(query, params).fetchall(), single=True)
 
     async def _fetchone(self, query: str, params: Any = ()) -> tuple[Any, ...] | None:
-        return await self._run(lambda conn: conn.execute(query, params).fetchone())
+        return await self._run(lambda conn: conn.execute(query, params).fetchone(), single=True)
 
     async def _execute(self, query: str, params: Any = ()) -> int:
-        return await self._write(lambda conn: conn.execute(query, params).rowcount)
+        return await self._write(lambda conn: conn.execute(query, params).rowcount, single=True)
 
     @property
     def _secrets(self) -> SecretBox:
@@ -179,10 +181,13 @@ class PostgresStore(Store):
             return None
         return read_task(agent, task_id, row)
 
-    async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
+    async def events_after(
+        self, agent: str, task_id: str, seq: int, *, messages: bool = False
+    ) -> list[LoggedEvent]:
         if _unstorable(agent, task_id):
             return []
-        rows = await self._fetchall(EVENTS_AFTER, (agent, task_id, seq, list(STREAMED_KINDS)))
+        kinds = list(READ_BACK_KINDS if messages else STREAMED_KINDS)
+        rows = await self._fetchall(EVENTS_AFTER, (agent, task_id, seq, kinds))
         return [LoggedEvent(int(r[0]), r[1], r[2]) for r in rows]
 
     async def history(
@@ -211,7 +216,17 @@ class PostgresStore(Store):
     ) -> tuple[StoredTask | None, list[LoggedEvent]]:
         if _unstorable(agent, task_id):
             return None, []
-        return await self._run(partial(reading.task_since, agent=agent, task_id=task_id, seq=seq))
+        read = await self.tasks_since(agent, [(task_id, seq)])
+        return read.get(task_id, (None, []))
+
+    async def tasks_since(
+        self, agent: str, cursors: Sequence[tuple[str, int]]
+    ) -> dict[str, tuple[StoredTask | None, list[LoggedEvent]]]:
+        cursors = [(task_id, seq) for task_id, seq in cursors if not _unstorable(task_id)]
+        if _unstorable(agent) or not cursors:
+            return {}
+        work = partial(reading.tasks_since, agent=agent, cursors=cursors)
+        return await self._run(work, single=True)
 
     async def list_tasks(
         self,

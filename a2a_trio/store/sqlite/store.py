@@ -200,10 +200,13 @@ class SqliteStore(Store):
             return None
         return read_task(agent, task_id, row)
 
-    async def events_after(self, agent: str, task_id: str, seq: int) -> list[LoggedEvent]:
+    async def events_after(
+        self, agent: str, task_id: str, seq: int, *, messages: bool = False
+    ) -> list[LoggedEvent]:
+        kinds = "'task', 'status', 'artifact'" + (", 'message'" if messages else "")
         rows = self._reads.execute(
             "SELECT seq, kind, payload FROM task_events WHERE agent = ? AND task_id = ?"
-            " AND seq > ? AND kind IN ('task', 'status', 'artifact') ORDER BY seq",
+            f" AND seq > ? AND kind IN ({kinds}) ORDER BY seq",
             (agent, task_id, seq),
         ).fetchall()
         return [LoggedEvent(int(r[0]), r[1], r[2]) for r in rows]

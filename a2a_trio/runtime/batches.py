@@ -1,0 +1,74 @@
+"""Writes that tasks hand in during one scheduling pass, stored together.
+
+A queue worker's executions that start (or end) at about the same time each
+have one small write to make; :class:`Batch` lets them share one
+transaction, the way the recorder's rounds share one between tasks: the
+first writer waits one scheduling pass for the others, then writes them all
+and tells each how it went. No task of its own: the first caller writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+import trio
+
+__all__ = ["Batch"]
+
+T = TypeVar("T")
+
+
+class _Ticket:
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.error: BaseException | None = None
+
+
+class Batch(Generic[T]):
+    """Items handed in by :meth:`add`, written by ``write`` a batch at a time."""
+
+    def __init__(self, write: Callable[[list[T]], Awaitable[None]]) -> None:
+        self._write = write
+        self._pending: list[tuple[T, _Ticket]] = []
+        self._writing = False
+
+    async def add(self, item: T) -> None:
+        """Return once ``item`` is written (with those handed in meanwhile).
+
+        Raises what its batch's write raised; a write cancelled under its
+        writer fails its batch and those still pending with ``RuntimeError``.
+        """
+        ticket = _Ticket()
+        self._pending.append((item, ticket))
+        if not self._writing:
+            await self._write_pending()
+        await ticket.done.wait()
+        if ticket.error is not None:
+            raise ticket.error
+
+    async def _write_pending(self) -> None:
+        self._writing = True
+        batch: list[tuple[T, _Ticket]] = []
+        try:
+            # Those handing theirs in during this scheduling pass join the batch.
+            await trio.lowlevel.checkpoint()
+            while self._pending:
+                batch, self._pending = self._pending, []
+                error: Exception | None = None
+                try:
+                    await self._write([item for item, _ in batch])
+                except Exception as failure:
+                    error = failure
+                for _, ticket in batch:
+                    ticket.error = error
+                    ticket.done.set()
+                batch = []
+        finally:
+            self._writing = False
+            unwritten, self._pending = batch + self._pending, []
+            for _, ticket in unwritten:
+                ticket.error = RuntimeError("the batch's write was cancelled")
+                ticket.done.set()

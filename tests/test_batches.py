@@ -1,0 +1,79 @@
+"""Writes handed in during one scheduling pass share one write (runtime.batches)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from a2a_trio.runtime.batches import Batch
+
+
+async def test_writes_handed_in_together_are_written_together(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    written: list[list[int]] = []
+
+    async def write(items: list[int]) -> None:
+        written.append(sorted(items))
+        await trio.sleep(1)
+
+    batch = Batch(write)
+    async with trio.open_nursery() as nursery:
+        for n in range(3):
+            nursery.start_soon(batch.add, n)
+        await trio.sleep(0.5)  # the first batch is being written: these wait for the next
+        for n in range(3, 5):
+            nursery.start_soon(batch.add, n)
+    assert written == [[0, 1, 2], [3, 4]]
+
+
+async def test_each_writer_of_a_failed_batch_hears_its_error() -> None:
+    async def write(items: list[int]) -> None:
+        raise OSError(f"could not write {sorted(items)}")
+
+    batch = Batch(write)
+    errors: list[str] = []
+
+    async def add(n: int) -> None:
+        with pytest.raises(OSError) as caught:
+            await batch.add(n)
+        errors.append(str(caught.value))
+
+    async with trio.open_nursery() as nursery:
+        for n in range(2):
+            nursery.start_soon(add, n)
+    assert errors == ["could not write [0, 1]"] * 2
+
+
+async def test_a_write_cancelled_under_its_writer_fails_those_waiting_and_the_next_writes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    written: list[list[int]] = []
+
+    async def write(items: list[int]) -> None:
+        if not written:
+            written.append([])
+            await trio.sleep_forever()
+        written.append(items)
+
+    batch = Batch(write)
+    failures: list[BaseException] = []
+
+    async def writer() -> None:
+        with trio.move_on_after(1):
+            await batch.add(0)
+
+    async def waiting() -> None:
+        try:
+            await batch.add(1)
+        except RuntimeError as error:
+            failures.append(error)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(writer)
+        await trio.sleep(0.5)  # its write is under way: this one waits for the next
+        nursery.start_soon(waiting)
+    assert [str(error) for error in failures] == ["the batch's write was cancelled"]
+    await batch.add(2)
+    assert written == [[], [2]]
