@@ -30,7 +30,12 @@ bookkeeping; this module's :class:`MendedH2Protocol` removes each:
    those calls fail and the client's next frame is a protocol error. Here
    the connection is retired at its first idle moment after the limit, with
    a GOAWAY that leaves h2 open: a call the client sent before it arrived is
-   refused (``REFUSED_STREAM``, which clients retry), not broken.
+   refused (``REFUSED_STREAM``, which clients retry), not broken. The
+   GOAWAY names the last stream handed to an app, and waits until the
+   events of a read are all handed out: h2 parses a whole read at once, and
+   a call of it that its app never saw but the GOAWAY covered (h2's
+   ``highest_inbound_stream_id``) was refused as if it might have been
+   processed, which grpcio reports as failed instead of retrying it.
 6. **A client that stops reading holds its answers for good.** A client
    that never opens its flow-control window (``INITIAL_WINDOW_SIZE`` 0, or
    no WINDOW_UPDATE) leaves every answer on the connection waiting in
@@ -127,6 +132,10 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
 
     _retiring = False
     _goaway_sent = False
+    #: Whether the reading task is handing out the events of a read (fault 5).
+    _handling = False
+    #: The highest stream handed to its app (fault 5).
+    _last_served = 0
     #: Seconds a stream may wait to send SEND_PROGRESS bytes (fault 6): its app's.
     send_timeout = SEND_TIMEOUT
 
@@ -232,6 +241,16 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
     # -- fault 3: body after the answer is dropped --------------------------------
 
     async def _handle_events(self, events: list[h2.events.Event]) -> None:
+        # While these are handed out, a retiring connection waits (fault 5):
+        # a request h2 has read but its app not yet seen would be refused.
+        self._handling = True
+        try:
+            await self._hand_out(events)
+        finally:
+            self._handling = False
+        await self._retire_if_idle()
+
+    async def _hand_out(self, events: list[h2.events.Event]) -> None:
         for event in events:
             if isinstance(event, h2.events.DataReceived) and event.stream_id not in self.streams:
                 # Body for a request already answered (or reset): hypercorn
@@ -271,6 +290,11 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
     # -- fault 5: the request limit retires the connection when it is idle ------
 
     async def _create_stream(self, request: h2.events.RequestReceived) -> None:
+        # The GOAWAY names the last stream served, not h2's last one received:
+        # h2 parses a whole read at once, and a stream of it not yet handed to
+        # its app when the connection retires is refused -- and must be above
+        # the GOAWAY's last stream, or the client takes it as maybe processed.
+        self._last_served = max(self._last_served, request.stream_id)
         await super()._create_stream(request)
         if self.keep_alive_requests > self.config.keep_alive_max_requests:
             # hypercorn closes the connection as soon as its count passes the
@@ -279,16 +303,20 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
             self.keep_alive_requests = 0
 
     async def _retire_if_idle(self) -> None:
-        if self._retiring and not self._goaway_sent and not self.streams and not self.closed:
+        if (
+            self._retiring
+            and not self._goaway_sent
+            and not self.streams
+            and not self._handling
+            and not self.closed
+        ):
             # GOAWAY, but not through h2's close_connection(): that makes h2
             # refuse every later frame, and a call the client sent before the
             # GOAWAY reached it would end in a protocol error. Streams opened
             # after it are refused instead (REFUSED_STREAM: safe to retry),
             # and the client closes the connection when it is done with it.
             await self._flush()
-            goaway = GoAwayFrame(
-                stream_id=0, last_stream_id=self.connection.highest_inbound_stream_id
-            )
+            goaway = GoAwayFrame(stream_id=0, last_stream_id=self._last_served)
             self._goaway_sent = True
             await self.send(RawData(data=goaway.serialize()))
 
