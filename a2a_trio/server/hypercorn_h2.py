@@ -35,7 +35,9 @@ bookkeeping; this module's :class:`MendedH2Protocol` removes each:
    events of a read are all handed out: h2 parses a whole read at once, and
    a call of it that its app never saw but the GOAWAY covered (h2's
    ``highest_inbound_stream_id``) was refused as if it might have been
-   processed, which grpcio reports as failed instead of retrying it.
+   processed, which grpcio reports as failed instead of retrying it. The
+   GOAWAY leaves with the last answers, in one write: a client that read
+   the answers first opened new calls there, to have them refused.
 6. **A client that stops reading holds its answers for good.** A client
    that never opens its flow-control window (``INITIAL_WINDOW_SIZE`` 0, or
    no WINDOW_UPDATE) leaves every answer on the connection waiting in
@@ -45,14 +47,8 @@ bookkeeping; this module's :class:`MendedH2Protocol` removes each:
    within its app's ``send_timeout`` seconds (:func:`install`) is reset
    (CANCEL), its data dropped and its app told the client is gone.
 
-One cost goes too (7): **three writes per answer.** hypercorn writes an
-answer's head at once, its body from the connection's sending task and its
-trailers after that, each a write of its own (with a lock, cancel scopes and
-a system call). Here the head waits in h2 for the body (the sending task
-writes it when it finds nothing else to send, so a head alone, a stream's
-first, waits only until its app yields), and trailers take the rest of the
-body with them: a unary gRPC answer leaves in one write when the client's
-window has room for it.
+Beneath the mends, :class:`.hypercorn_h2_writes.FewerWrites` writes an
+answer in fewer writes: a unary gRPC answer in one (its module docstring).
 
 :func:`install` puts the class where hypercorn's connections find their
 HTTP/2 protocol; :class:`a2a_trio.A2AApp` installs it when it is built, so
@@ -77,11 +73,11 @@ import h2.exceptions
 import hypercorn.protocol
 import trio
 from hypercorn.events import Closed, Event, RawData
-from hypercorn.protocol import h2 as hypercorn_h2
-from hypercorn.protocol.events import EndBody, EndData, Response, Trailers
+from hypercorn.protocol.events import EndBody, EndData, Trailers
 from hyperframe.frame import GoAwayFrame
-from priority.priority import DeadlockError, MissingStreamError
+from priority.priority import MissingStreamError
 
+from .hypercorn_h2_writes import SENDING_FAULTS, FewerWrites
 from .hypercorn_release import MENDED_VERSIONS, mendable
 
 if TYPE_CHECKING:
@@ -108,7 +104,6 @@ SEND_TIMEOUT = 60.0
 #: ``send_timeout`` seconds (273 bytes a second at 60 s) is as good as gone.
 SEND_PROGRESS = 16 * 1024
 
-_SENDING_FAULTS = (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError)
 #: Each app's ``send_timeout``, given to :func:`install` when the app is built.
 _SEND_TIMEOUTS: WeakKeyDictionary[object, float] = WeakKeyDictionary()
 #: How many ASGI wrappers (hypercorn's own, middleware) to look through for the app.
@@ -136,7 +131,7 @@ def send_timeout_for(app: object) -> float:
     return SEND_TIMEOUT
 
 
-class MendedH2Protocol(hypercorn_h2.H2Protocol):
+class MendedH2Protocol(FewerWrites):
     """hypercorn's ``H2Protocol``, ending each stream's sending at once (module docstring)."""
 
     _retiring = False
@@ -161,67 +156,14 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
 
     async def stream_send(self, event: StreamEvent) -> None:
         if isinstance(event, Trailers):
-            await self._send_trailers(event)
+            await super().stream_send(event)
             # The trailers ended the stream: nothing more goes out on it, and
             # the EndBody that follows finds it gone.
             await self._forget(event.stream_id)
         elif isinstance(event, EndBody | EndData):
             await self._end_body(event.stream_id)
-        elif isinstance(event, Response):
-            self._hold_head(event)
-            await self.has_data.set()  # the sending task flushes it if nothing else does
         else:
             await super().stream_send(event)
-
-    # -- 7: one write per answer: its head, body and trailers together ----------
-
-    def _hold_head(self, event: Response) -> None:
-        """Give h2 the answer's head, but leave it to the next write to send."""
-        headers = [(b":status", b"%d" % event.status_code), *event.headers]
-        with suppress(*_SENDING_FAULTS):  # reset meanwhile: as hypercorn's, nothing to send
-            self.connection.send_headers(
-                event.stream_id, headers + self.config.response_headers("h2")
-            )
-
-    async def _send_trailers(self, event: Trailers) -> None:
-        """The body still buffered and the trailers, in one write when the window allows."""
-        buffer = self.stream_buffers.get(event.stream_id)
-        if buffer is None:  # reset, or the connection closed
-            return
-        waiting = len(buffer.buffer)
-        with suppress(*_SENDING_FAULTS):
-            if waiting > self.connection.local_flow_control_window(event.stream_id):
-                # The client's window holds the body: the sending task sends
-                # it as the window opens, and the trailers follow it.
-                await super().stream_send(event)
-                return
-            # Taken whole and at once: the sending task cannot send part of
-            # it after the trailers, which end the stream.
-            data = await buffer.pop(waiting)
-            frame_size = self.connection.max_outbound_frame_size
-            for start in range(0, len(data), frame_size):
-                self.connection.send_data(event.stream_id, data[start : start + frame_size])
-            self.connection.send_headers(event.stream_id, event.headers, end_stream=True)
-        await self._flush()
-
-    async def send_task(self) -> None:
-        try:
-            await self._sending()
-        except Exception:
-            await self._fail("an HTTP/2 connection failed sending")
-
-    async def _sending(self) -> None:
-        # hypercorn's loop, which also writes what an app left with h2 (a
-        # head held for its body) once it has nothing else to send.
-        while not self.closed:
-            try:
-                stream_id = next(self.priority)
-            except DeadlockError:
-                await self._flush()
-                await self.has_data.wait()
-                await self.has_data.clear()
-            else:
-                await self._send_data(stream_id)
 
     async def _end_body(self, stream_id: int) -> None:
         buffer = self.stream_buffers.get(stream_id)
@@ -240,7 +182,7 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
     async def _end_stream(self, stream_id: int) -> None:
         """Take ``stream_id`` out of the sending side, then send its END_STREAM."""
         await self._forget(stream_id)
-        with suppress(*_SENDING_FAULTS):
+        with suppress(*SENDING_FAULTS):
             self.connection.end_stream(stream_id)
             await self._flush()
 
@@ -268,7 +210,7 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
                 await self._end_stream(stream_id)
             else:
                 self._note_progress(stream_id, len(data), waiting=bool(buffer.buffer))
-        except _SENDING_FAULTS:
+        except SENDING_FAULTS:
             # Closed while this visit waited to send: not a fault of ours.
             await self._forget(stream_id)
 
@@ -280,7 +222,7 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
             # (and the client, if it still waits, is told the stream is gone).
             await self._forget(stream_id)
             if not self.closed:
-                with suppress(*_SENDING_FAULTS):
+                with suppress(*SENDING_FAULTS):
                     self.connection.reset_stream(stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
                     await self._flush()
         await self._retire_if_idle()
@@ -317,7 +259,7 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
             if isinstance(event, h2.events.DataReceived) and event.stream_id not in self.streams:
                 # Body for a request already answered (or reset): hypercorn
                 # looks the stream up and fails. Drop it, but give the window back.
-                with suppress(*_SENDING_FAULTS):
+                with suppress(*SENDING_FAULTS):
                     self.connection.acknowledge_received_data(
                         event.flow_controlled_length, event.stream_id
                     )
@@ -335,6 +277,12 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
             await self._fail("an HTTP/2 connection failed reading")
         if isinstance(event, Closed):
             self._stop_watching()
+
+    async def send_task(self) -> None:
+        try:
+            await super().send_task()
+        except Exception:
+            await self._fail("an HTTP/2 connection failed sending")
 
     async def _fail(self, what: str) -> None:
         await self.config.log.exception(f"{what}; closing it")
@@ -371,13 +319,15 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
             # GOAWAY reached it would end in a protocol error. Streams opened
             # after it are refused instead (REFUSED_STREAM: safe to retry),
             # and the client closes the connection when it is done with it.
-            await self._flush()
+            # The GOAWAY leaves in one write with what h2 holds (the last
+            # answers, see FewerWrites): the client reads it before it opens
+            # another call on seeing them answered, which would be refused.
             goaway = GoAwayFrame(stream_id=0, last_stream_id=self._last_served)
             self._goaway_sent = True
-            await self.send(RawData(data=goaway.serialize()))
+            await self.send(RawData(data=self.connection.data_to_send() + goaway.serialize()))
 
     async def _refuse(self, stream_id: int) -> None:
-        with suppress(*_SENDING_FAULTS):
+        with suppress(*SENDING_FAULTS):
             self.connection.reset_stream(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
             await self._flush()
 
@@ -415,7 +365,7 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
 
     async def _give_up(self, stream_id: int) -> None:
         await self._forget(stream_id)  # its data goes, its app's sends return
-        with suppress(*_SENDING_FAULTS):
+        with suppress(*SENDING_FAULTS):
             self.connection.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
             await self._flush()
         await self._close_stream(stream_id)  # its app sees the client gone
