@@ -25,11 +25,14 @@ import httpx
 import pytest
 import trio
 
+from a2a_trio import A2AApp
+from a2a_trio.protocol.grpc_wire import frame
 from a2a_trio.protocol.proto import a2a_pb2
 from a2a_trio.protocol.protobuf import proto_class
 from a2a_trio.server import hypercorn_h2
 
-from .conftest import user_message
+from .agents import ScriptedExecutor
+from .conftest import live_server, make_card, user_message
 from .servers import CARD_PATH, ServerProcess
 
 SERVICE = "/lf.a2a.v1.A2AService/"
@@ -86,13 +89,14 @@ class RawH2:
             self.h2.send_data(stream_id, body)
         return stream_id
 
-    async def read(self) -> None:
-        """One read from the socket, its events recorded."""
+    async def read(self) -> list[h2.events.Event]:
+        """One read from the socket, its events recorded and returned."""
         data = await self.stream.receive_some(65536)
         if not data:
             self.closed = True
-            return
-        for event in self.h2.receive_data(data):
+            return []
+        events = self.h2.receive_data(data)
+        for event in events:
             if isinstance(event, h2.events.ResponseReceived):
                 # str under header_encoding, whatever h2's annotations say (bytes).
                 headers: dict[Any, Any] = dict(event.headers)
@@ -106,6 +110,7 @@ class RawH2:
             elif isinstance(event, h2.events.ConnectionTerminated):
                 self.goaway = event
         await self.flush()
+        return events
 
     async def answers(self, *stream_ids: int) -> dict[int, str]:
         """The status of each stream, once every one of them has ended."""
@@ -183,6 +188,49 @@ async def test_thousands_of_grpc_calls_on_one_connection_all_answer(
     failed = [outcome for outcome in outcomes if outcome != "ok"]
     assert (len(outcomes), failed[:3]) == (CALLS, [])
     await server.assert_still_serving()
+
+
+async def test_a_unary_grpc_answer_leaves_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # hypercorn wrote a gRPC answer's head, its message and its trailers to
+    # the socket one after another: three writes (each a lock, cancel scopes
+    # and a system call) where one does.
+    writes: list[bytes] = []  # the server's, not the client's (it is in this process too)
+    send_all = trio.SocketStream.send_all
+
+    async def counted(stream: trio.SocketStream, data: Any) -> None:
+        if stream.socket.getsockname()[1] == port:
+            writes.append(bytes(data))
+        await send_all(stream, data)
+
+    def mount(app: A2AApp) -> None:
+        app.mount("", card=make_card(), executor=ScriptedExecutor())
+
+    async with live_server(tmp_path, mount) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        connection = await RawH2.open(port)
+        monkeypatch.setattr(trio.SocketStream, "send_all", counted)
+        await connection.answers(await _list_tasks(connection))  # the connection settles
+        writes.clear()
+        call = await _list_tasks(connection)
+        assert await connection.answers(call) == {call: "200"}
+        await connection.stream.aclose()
+
+    assert len(writes) == 1, writes
+
+
+async def _list_tasks(connection: RawH2) -> int:
+    """Send a unary ListTasks call on ``connection``; its stream id."""
+    stream_id = connection.h2.get_next_available_stream_id()
+    headers = [(":method", "POST"), (":path", SERVICE + "ListTasks"), (":scheme", "http")]
+    headers += [(":authority", "127.0.0.1"), ("content-type", "application/grpc")]
+    headers += [("te", "trailers"), *VERSION]
+    connection.h2.send_headers(stream_id, headers)
+    request = a2a_pb2.ListTasksRequest(page_size=1).SerializeToString()
+    connection.h2.send_data(stream_id, frame(request), end_stream=True)
+    await connection.flush()
+    return stream_id
 
 
 async def test_priority_frames_for_streams_never_opened_are_ignored(

@@ -20,7 +20,6 @@ a call that fails before its first message has no message, only trailers.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -62,6 +61,11 @@ log = logging.getLogger("a2a_trio.server")
 Tenants = Callable[[str], AgentMount | None]
 
 _GRPC_VERSIONS = frozenset({PROTOCOL_VERSION})
+#: Every answer's head (hypercorn copies it).
+_HEAD = (
+    (b"content-type", b"application/grpc"),
+    (b"grpc-accept-encoding", ACCEPT_ENCODING.encode()),
+)
 
 
 def is_grpc(scope: Scope) -> bool:
@@ -93,15 +97,7 @@ class _Reply:
             self.started = True
             self.started_at = time.perf_counter()
             await self._send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [
-                        (b"content-type", b"application/grpc"),
-                        (b"grpc-accept-encoding", ACCEPT_ENCODING.encode()),
-                    ],
-                    "trailers": True,
-                }
+                {"type": "http.response.start", "status": 200, "headers": _HEAD, "trailers": True}
             )
 
     async def message(self, message: Message, *, last: bool = False) -> None:
@@ -168,10 +164,13 @@ async def _serve(
     try:
         method = method_at(scope["path"])
         timeout = parse_timeout(request.header("grpc-timeout"))
-        with trio.move_on_after(math.inf if timeout is None else timeout) as deadline:
+        if timeout is None:  # no deadline: no cancel scope
             await _call(request, receive, method, tenants, settings, reply, guard)
-        if deadline.cancelled_caught:
-            code, text = GrpcStatus.DEADLINE_EXCEEDED, "Deadline exceeded"
+        else:
+            with trio.move_on_after(timeout) as deadline:
+                await _call(request, receive, method, tenants, settings, reply, guard)
+            if deadline.cancelled_caught:
+                code, text = GrpcStatus.DEADLINE_EXCEEDED, "Deadline exceeded"
     except ClientGone:
         outcome = "client_gone"
     except A2AError as error:

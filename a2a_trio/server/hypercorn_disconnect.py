@@ -13,7 +13,11 @@ in which its requests' app tasks run) putting a :class:`Disconnect` in each
 request's ASGI scope, under ``scope["extensions"]["a2a_trio.disconnect"]``;
 when hypercorn puts the disconnect on the channel, the :class:`Disconnect`
 cancels the cancel scope the app gave it. The message is still put on the
-channel for whoever reads it. :func:`install` puts the class where
+channel for whoever reads it. A message put on a channel with room goes
+without a schedule point (hypercorn's ``send`` makes one each time): the
+calls of one HTTP/2 read all reach their apps in one pass, and their events
+the recorder in one round, as HTTP/1.1's from as many connections do.
+:func:`install` puts the class where
 hypercorn's TCP server finds it (with :mod:`.hypercorn_tcp`'s mends, for the
 hypercorn releases they were written for); an app served otherwise finds no
 such extension and waits for the message itself.
@@ -70,10 +74,24 @@ class MendedTaskGroup(TaskGroup):
         if isinstance(extensions, dict):
             extensions[EXTENSION] = notice
         put = await super().spawn_app(app, config, scope, send)
+        # hypercorn hands back its channel's ``send``, which yields even when
+        # the channel has room: a connection's reader then lets every request
+        # it reads run on before reading the next one of the same chunk, and
+        # the calls of one HTTP/2 connection reach the recorder one scheduling
+        # pass apart, each in a commit of its own. With room, put without one.
+        channel: trio.MemorySendChannel[Any] | None = getattr(put, "__self__", None)
+        put_nowait = channel.send_nowait if isinstance(channel, trio.MemorySendChannel) else None
 
         async def put_and_tell(message: Any) -> None:
             if message["type"] in _DISCONNECTS:
                 notice.disconnected()
+            if put_nowait is not None:
+                try:
+                    put_nowait(message)
+                except trio.WouldBlock:
+                    pass
+                else:
+                    return
             await put(message)
 
         return put_and_tell

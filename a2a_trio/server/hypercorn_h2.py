@@ -1,4 +1,4 @@
-"""hypercorn's HTTP/2 connection with six faults mended, for a2a-trio's servers.
+"""hypercorn's HTTP/2 connection: six faults mended and a cost cut, for a2a-trio.
 
 hypercorn (0.17 and 0.18, the newest) keeps each response stream in a
 priority tree that its sending task walks, and takes a stream out only on a
@@ -30,7 +30,14 @@ bookkeeping; this module's :class:`MendedH2Protocol` removes each:
    those calls fail and the client's next frame is a protocol error. Here
    the connection is retired at its first idle moment after the limit, with
    a GOAWAY that leaves h2 open: a call the client sent before it arrived is
-   refused (``REFUSED_STREAM``, which clients retry), not broken.
+   refused (``REFUSED_STREAM``, which clients retry), not broken. The
+   GOAWAY names the last stream handed to an app, and waits until the
+   events of a read are all handed out: h2 parses a whole read at once, and
+   a call of it that its app never saw but the GOAWAY covered (h2's
+   ``highest_inbound_stream_id``) was refused as if it might have been
+   processed, which grpcio reports as failed instead of retrying it. The
+   GOAWAY leaves with the last answers, in one write: a client that read
+   the answers first opened new calls there, to have them refused.
 6. **A client that stops reading holds its answers for good.** A client
    that never opens its flow-control window (``INITIAL_WINDOW_SIZE`` 0, or
    no WINDOW_UPDATE) leaves every answer on the connection waiting in
@@ -39,6 +46,9 @@ bookkeeping; this module's :class:`MendedH2Protocol` removes each:
    stream with data waiting that cannot send :data:`SEND_PROGRESS` bytes
    within its app's ``send_timeout`` seconds (:func:`install`) is reset
    (CANCEL), its data dropped and its app told the client is gone.
+
+Beneath the mends, :class:`.hypercorn_h2_writes.FewerWrites` writes an
+answer in fewer writes: a unary gRPC answer in one (its module docstring).
 
 :func:`install` puts the class where hypercorn's connections find their
 HTTP/2 protocol; :class:`a2a_trio.A2AApp` installs it when it is built, so
@@ -63,11 +73,11 @@ import h2.exceptions
 import hypercorn.protocol
 import trio
 from hypercorn.events import Closed, Event, RawData
-from hypercorn.protocol import h2 as hypercorn_h2
 from hypercorn.protocol.events import EndBody, EndData, Trailers
 from hyperframe.frame import GoAwayFrame
 from priority.priority import MissingStreamError
 
+from .hypercorn_h2_writes import SENDING_FAULTS, FewerWrites
 from .hypercorn_release import MENDED_VERSIONS, mendable
 
 if TYPE_CHECKING:
@@ -94,7 +104,6 @@ SEND_TIMEOUT = 60.0
 #: ``send_timeout`` seconds (273 bytes a second at 60 s) is as good as gone.
 SEND_PROGRESS = 16 * 1024
 
-_SENDING_FAULTS = (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError)
 #: Each app's ``send_timeout``, given to :func:`install` when the app is built.
 _SEND_TIMEOUTS: WeakKeyDictionary[object, float] = WeakKeyDictionary()
 #: How many ASGI wrappers (hypercorn's own, middleware) to look through for the app.
@@ -122,11 +131,15 @@ def send_timeout_for(app: object) -> float:
     return SEND_TIMEOUT
 
 
-class MendedH2Protocol(hypercorn_h2.H2Protocol):
+class MendedH2Protocol(FewerWrites):
     """hypercorn's ``H2Protocol``, ending each stream's sending at once (module docstring)."""
 
     _retiring = False
     _goaway_sent = False
+    #: Whether the reading task is handing out the events of a read (fault 5).
+    _handling = False
+    #: The highest stream handed to its app (fault 5).
+    _last_served = 0
     #: Seconds a stream may wait to send SEND_PROGRESS bytes (fault 6): its app's.
     send_timeout = SEND_TIMEOUT
 
@@ -169,7 +182,7 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
     async def _end_stream(self, stream_id: int) -> None:
         """Take ``stream_id`` out of the sending side, then send its END_STREAM."""
         await self._forget(stream_id)
-        with suppress(*_SENDING_FAULTS):
+        with suppress(*SENDING_FAULTS):
             self.connection.end_stream(stream_id)
             await self._flush()
 
@@ -197,7 +210,7 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
                 await self._end_stream(stream_id)
             else:
                 self._note_progress(stream_id, len(data), waiting=bool(buffer.buffer))
-        except _SENDING_FAULTS:
+        except SENDING_FAULTS:
             # Closed while this visit waited to send: not a fault of ours.
             await self._forget(stream_id)
 
@@ -209,7 +222,7 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
             # (and the client, if it still waits, is told the stream is gone).
             await self._forget(stream_id)
             if not self.closed:
-                with suppress(*_SENDING_FAULTS):
+                with suppress(*SENDING_FAULTS):
                     self.connection.reset_stream(stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
                     await self._flush()
         await self._retire_if_idle()
@@ -232,11 +245,21 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
     # -- fault 3: body after the answer is dropped --------------------------------
 
     async def _handle_events(self, events: list[h2.events.Event]) -> None:
+        # While these are handed out, a retiring connection waits (fault 5):
+        # a request h2 has read but its app not yet seen would be refused.
+        self._handling = True
+        try:
+            await self._hand_out(events)
+        finally:
+            self._handling = False
+        await self._retire_if_idle()
+
+    async def _hand_out(self, events: list[h2.events.Event]) -> None:
         for event in events:
             if isinstance(event, h2.events.DataReceived) and event.stream_id not in self.streams:
                 # Body for a request already answered (or reset): hypercorn
                 # looks the stream up and fails. Drop it, but give the window back.
-                with suppress(*_SENDING_FAULTS):
+                with suppress(*SENDING_FAULTS):
                     self.connection.acknowledge_received_data(
                         event.flow_controlled_length, event.stream_id
                     )
@@ -271,6 +294,11 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
     # -- fault 5: the request limit retires the connection when it is idle ------
 
     async def _create_stream(self, request: h2.events.RequestReceived) -> None:
+        # The GOAWAY names the last stream served, not h2's last one received:
+        # h2 parses a whole read at once, and a stream of it not yet handed to
+        # its app when the connection retires is refused -- and must be above
+        # the GOAWAY's last stream, or the client takes it as maybe processed.
+        self._last_served = max(self._last_served, request.stream_id)
         await super()._create_stream(request)
         if self.keep_alive_requests > self.config.keep_alive_max_requests:
             # hypercorn closes the connection as soon as its count passes the
@@ -279,21 +307,27 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
             self.keep_alive_requests = 0
 
     async def _retire_if_idle(self) -> None:
-        if self._retiring and not self._goaway_sent and not self.streams and not self.closed:
+        if (
+            self._retiring
+            and not self._goaway_sent
+            and not self.streams
+            and not self._handling
+            and not self.closed
+        ):
             # GOAWAY, but not through h2's close_connection(): that makes h2
             # refuse every later frame, and a call the client sent before the
             # GOAWAY reached it would end in a protocol error. Streams opened
             # after it are refused instead (REFUSED_STREAM: safe to retry),
             # and the client closes the connection when it is done with it.
-            await self._flush()
-            goaway = GoAwayFrame(
-                stream_id=0, last_stream_id=self.connection.highest_inbound_stream_id
-            )
+            # The GOAWAY leaves in one write with what h2 holds (the last
+            # answers, see FewerWrites): the client reads it before it opens
+            # another call on seeing them answered, which would be refused.
+            goaway = GoAwayFrame(stream_id=0, last_stream_id=self._last_served)
             self._goaway_sent = True
-            await self.send(RawData(data=goaway.serialize()))
+            await self.send(RawData(data=self.connection.data_to_send() + goaway.serialize()))
 
     async def _refuse(self, stream_id: int) -> None:
-        with suppress(*_SENDING_FAULTS):
+        with suppress(*SENDING_FAULTS):
             self.connection.reset_stream(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
             await self._flush()
 
@@ -331,7 +365,7 @@ class MendedH2Protocol(hypercorn_h2.H2Protocol):
 
     async def _give_up(self, stream_id: int) -> None:
         await self._forget(stream_id)  # its data goes, its app's sends return
-        with suppress(*_SENDING_FAULTS):
+        with suppress(*SENDING_FAULTS):
             self.connection.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
             await self._flush()
         await self._close_stream(stream_id)  # its app sees the client gone
