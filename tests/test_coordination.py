@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from a2a_trio.protocol import TaskState
+from a2a_trio.store import LeaseHeld, ShareOutcome, StaleTask
 from a2a_trio.store.coordination import (
     DONE,
     LEASES,
@@ -28,7 +30,7 @@ from a2a_trio.store.url import PostgresLocation
 
 from .postgres import admin_connect, execute, fresh_database, postgres_url, rows
 from .store_contract import make_task
-from .writes import AGENT, create
+from .writes import AGENT, create, following, message_event, record
 
 
 @pytest.fixture
@@ -114,6 +116,75 @@ async def test_a_member_found_dead_gives_up_its_leases_at_its_next_heartbeat(
     die(database, a)
     assert not (await a.heartbeat([])).alive
     assert (await a.heartbeat([])).alive  # a member again, holding nothing
+    assert (await b.acquire(AGENT, "t", "b-1")).acquired
+
+
+# --- leases taken and let go with a round's share ----------------------------------------------
+
+
+def lease_rows(database: PostgresLocation) -> list[tuple[Any, ...]]:
+    return rows(postgres_url(database), "SELECT task_id, holder, token FROM task_leases")
+
+
+async def test_a_share_takes_its_tasks_lease_with_its_events(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    a, b = members(stores)
+    task = make_task("t", state=TaskState.INPUT_REQUIRED)
+    await create(stores[0], task)
+    share = following("t", message_event(2, task))
+    share.lease = (a.member, "a-1")
+    assert await record(stores[0], share) == [ShareOutcome()]
+    assert lease_rows(database) == [("t", a.member, "a-1")]
+    assert not (await b.acquire(AGENT, "t", "b-1")).acquired
+
+
+async def test_a_share_that_finds_the_lease_held_stores_nothing(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    a, b = members(stores)
+    task = make_task("t", state=TaskState.INPUT_REQUIRED)
+    await create(stores[0], task)
+    assert (await b.acquire(AGENT, "t", "b-1")).acquired
+    share = following("t", message_event(2, task))
+    share.lease = (a.member, "a-1")
+    [outcome] = await record(stores[0], share)
+    assert isinstance(outcome.error, LeaseHeld)
+    stored = await stores[0].get_task(AGENT, "t", owner=None)
+    assert stored is not None and stored.last_seq == 1
+    assert lease_rows(database) == [("t", b.member, "b-1")]
+
+
+async def test_a_share_that_does_not_follow_its_task_takes_no_lease(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    a, _ = members(stores)
+    task = make_task("t", state=TaskState.INPUT_REQUIRED)
+    await create(stores[0], task)
+    await record(stores[0], following("t", message_event(2, task)))
+    share = following("t", message_event(2, task))  # the task is at 2 already
+    share.lease = (a.member, "a-1")
+    [outcome] = await record(stores[0], share)
+    assert isinstance(outcome.error, StaleTask)
+    assert lease_rows(database) == []
+
+
+async def test_a_share_lets_its_executions_lease_go_with_its_events(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    a, b = members(stores)
+    task = make_task("t", state=TaskState.WORKING)
+    await create(stores[0], task)
+    assert (await a.acquire(AGENT, "t", "a-1")).acquired
+    share = following("t", message_event(2, task))
+    share.release = "a-1"
+    with admin_connect(database) as listening:
+        listening.execute("LISTEN a2a_leases")
+        listening.commit()
+        assert await record(stores[0], share) == [ShareOutcome()]
+        woken = [n.payload for n in listening.notifies(timeout=5, stop_after=1)]
+    assert [json.loads(payload) for payload in woken] == [[AGENT, "t"]]
+    assert lease_rows(database) == []
     assert (await b.acquire(AGENT, "t", "b-1")).acquired
 
 

@@ -24,7 +24,7 @@ from ..protocol import (
     TaskState,
     UnsupportedOperationError,
 )
-from ..store import StoredTask
+from ..store import LeaseHeld, StaleTask, StoredTask
 from .cluster import new_token
 from .endings import CANCELED_BY_CLIENT, STORE_FAILED, Ending, PendingEndings, ending_of
 from .executor import AgentEvent, AgentExecutor, EventQueue, Principal, RequestContext
@@ -154,10 +154,8 @@ class Executions:
         began = False
         try:
             async with held(live.lock):  # waits while an earlier message to the task runs
-                if execution.continuing:
-                    await self._lease(live, execution)
-                    if not await self._resume(live, execution):
-                        return
+                if execution.continuing and not await self._resume(live, execution):
+                    return
                 live.execution = execution
                 began = True
                 self.state.observer.execution_started(self.name, live.task_id, owner)
@@ -180,8 +178,8 @@ class Executions:
             elif not execution.first.is_set():
                 execution.error = InternalError()
         finally:
-            if lease is not None and self.state.cluster is not None:
-                self.state.cluster.release(lease)
+            if lease is not None and not execution.lease_released:
+                self._release(lease)
             self._retries.finished(execution)
             if live.execution is execution:
                 live.execution = None
@@ -285,41 +283,66 @@ class Executions:
     async def _resume(self, live: LiveTask, execution: Execution) -> bool:
         """Start a continuation: re-check the task and add the message to its history.
 
-        The task is read again only if its request's read may be stale: another
-        process may write it, or this one has since (its live task's feed moved).
-        The message is written by the recorder's next round, shared with other
-        tasks' events, and stored before the executor starts.
+        The task is read again only if its request's read may be stale: this
+        process wrote it since (its live task's feed moved). The message is
+        written by the recorder's next round, shared with other tasks' events,
+        and stored before the executor starts, its write refused if the task
+        moved meanwhile (another process wrote it).
+
+        Several processes: the task's lease (one execution at a time,
+        anywhere) is taken in the same write, unless somebody holds it or the
+        task moved; then it is waited for (:meth:`_lease`), the task read
+        under it and the message written again.
         """
         stored = execution.read
-        if (
-            stored is None
-            or self.state.cluster is not None
-            or live.feed.current_seq != stored.last_seq
-        ):
-            stored = await self.store.get_task(self.name, live.task_id, owner=None)
-        assert stored is not None
-        if stored.state.is_final:
-            execution.error = UnsupportedOperationError(
-                f"Task {live.task_id} is {stored.state.value} and accepts no more messages",
-                metadata={"taskId": live.task_id, "state": stored.state.value},
-            )
-            execution.settle_first()
-            return False
-        live.feed.reset(stored.task, stored.last_seq)
-        message = execution.context.message
-        assert message is not None
-        if not execution.restart:  # a restart's message is in the log already
-            turn = TurnMessage(message, message.to_json())
-            await self._inbox.send((live, execution, turn))
-            await turn.written.wait()
-            if execution.recording_error is not None:
-                raise execution.recording_error
+        if stored is not None and live.feed.current_seq != stored.last_seq:
+            stored = None
+        cluster = self.state.cluster
+        with_write = cluster is not None and stored is not None and not execution.restart
+        if cluster is not None and not with_write:
+            await self._lease(live, execution)
+        while True:
+            if stored is None:
+                stored = await self.store.get_task(self.name, live.task_id, owner=None)
+            assert stored is not None
+            if stored.state.is_final:
+                execution.error = UnsupportedOperationError(
+                    f"Task {live.task_id} is {stored.state.value} and accepts no more messages",
+                    metadata={"taskId": live.task_id, "state": stored.state.value},
+                )
+                execution.settle_first()
+                return False
+            live.feed.reset(stored.task, stored.last_seq)
+            if execution.restart:  # a restart's message is in the log already
+                break
+            lease = None
+            if with_write:
+                assert cluster is not None and execution.lease_token is not None
+                lease = (cluster.member, execution.lease_token)
+            error = await self._write_turn(live, execution, lease)
+            if error is None:
+                break
+            if not with_write or not isinstance(error, LeaseHeld | StaleTask):
+                raise error
+            with_write, stored = False, None  # held or moved: wait for it, read it again
+            await self._lease(live, execution)
         execution.start_seq = live.feed.last_seq
         execution.start_snapshot = live.feed.current
         execution.may_resume = stored.state.is_interrupted
         execution.context = dataclasses.replace(execution.context, current_task=live.feed.current)
         execution.settle_first()
         return True
+
+    async def _write_turn(
+        self, live: LiveTask, execution: Execution, lease: tuple[str, str] | None
+    ) -> Exception | None:
+        """Write the continuation's message (taking ``lease`` with it); why not, if not."""
+        message = execution.context.message
+        assert message is not None
+        turn = TurnMessage(message, message.to_json(), lease)
+        await self._inbox.send((live, execution, turn))
+        await turn.written.wait()
+        return turn.error
 
     def _handed(self, context: RequestContext) -> RequestContext:
         """The context as the executor gets it: able to read its task's history."""
@@ -342,6 +365,9 @@ class Executions:
             except Exception as exc:  # an agent bug must not harm the server
                 failure = exc
                 log.exception("executor of agent %s raised on task %s", self.name, live.task_id)
+        # Returned, not stopped: if its task is left paused or final (nothing
+        # more to write), its lease may go with its last events (see Recorder).
+        execution.may_release = failure is None and not execution.cancel_scope.cancelled_caught
         await queue.end()
         if execution.recording_error is not None:
             raise execution.recording_error

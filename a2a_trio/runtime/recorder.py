@@ -9,6 +9,7 @@ its webhooks had it).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,7 @@ import trio
 from .. import telemetry
 from .._locks import held
 from ..protocol import IllegalTransition, StorageFullError, TaskState
-from ..store import ReceiptWrite, Round, Share, ShareOutcome
+from ..store import LeaseHeld, ReceiptWrite, Round, Share, ShareOutcome, StaleTask
 from .executor import AgentEvent
 from .retries import Retries
 from .state import Entry, Execution, HostState, LiveTask, TurnMessage
@@ -96,11 +97,11 @@ class Recorder:
 
     async def _record_round(self, entries: list[Entry]) -> None:
         by_task: dict[LiveTask, list[_Item]] = {}
-        ended: list[Execution] = []
+        ended: list[tuple[LiveTask, Execution]] = []
         turns: list[TurnMessage] = []
         for live, execution, event in entries:
             if event is None:
-                ended.append(execution)
+                ended.append((live, execution))
             else:
                 by_task.setdefault(live, []).append((execution, event))
         shares: list[tuple[LiveTask, Share, list[_Item], list[Execution]]] = []
@@ -123,6 +124,7 @@ class Recorder:
                     )
             settling = self._writes.take_settling()
             shares.append((live, share, items, settling))
+        releasing = self._releasing(ended, {live: share for live, share, _, _ in shares})
         written = [share for _, share, _, _ in shares if share.events or share.receipts]
         outcomes: dict[int, ShareOutcome] = {}
         took = 0.0
@@ -147,20 +149,68 @@ class Recorder:
                     self.state.observer.committed(self.name, share, owner, took)
                 self._committed(live, outcome.queued, settling)
                 continue
+            # A continuation that was to take its task's lease with its message
+            # found it held, or the task moved: it waits for the lease (not an error).
+            expected = share.lease is not None and isinstance(outcome.error, LeaseHeld | StaleTask)
             log.log(
-                logging.DEBUG if isinstance(outcome.error, StorageFullError) else logging.ERROR,
+                logging.DEBUG
+                if expected or isinstance(outcome.error, StorageFullError)
+                else logging.ERROR,
                 "agent %s could not record events of task %s: %s",
                 self.name,
                 live.task_id,
                 outcome.error,
             )
             live.feed.discard()  # rolled back: no one may see these events
-            for execution, _ in items:
-                self._recording_failed(execution, outcome.error)
-        for execution in ended:
+            for execution, event in items:
+                if isinstance(event, TurnMessage):
+                    event.error = outcome.error  # its execution has not started yet
+                else:
+                    self._recording_failed(execution, outcome.error)
+        for execution, share in releasing:
+            execution.lease_released = outcomes.get(id(share), _NOTHING).error is None
+        for _, execution in ended:
             execution.recorded.set()
         for turn in turns:
             turn.written.set()
+
+    def _releasing(
+        self, ended: list[tuple[LiveTask, Execution]], shares: dict[LiveTask, Share]
+    ) -> list[tuple[Execution, Share]]:
+        """Let the leases of the executions ending here go with their task's share.
+
+        Several processes: an execution whose executor returned, leaving its
+        task paused or final, writes nothing more; its lease goes in the same
+        transaction as its last events, not in a round trip of its own. A new
+        task's lease is then not taken at all.
+        """
+        releasing: list[tuple[Execution, Share]] = []
+        for live, execution in ended:
+            share = shares.get(live)
+            token = execution.lease_token
+            snapshot = live.feed.current
+            if (
+                share is None
+                or not share.events
+                or token is None
+                or not execution.may_release
+                or execution.recording_error is not None
+                or execution.cancel_requested
+                or snapshot is None
+                or not (snapshot.status.state.is_final or snapshot.status.state.is_interrupted)
+            ):
+                continue
+            new = share.new
+            if new is not None:
+                if new.lease is None or new.lease[1] != token:
+                    continue
+                share.new = dataclasses.replace(new, lease=None)
+            elif share.release is None:
+                share.release = token
+            else:
+                continue
+            releasing.append((execution, share))
+        return releasing
 
     @staticmethod
     def _recording_failed(execution: Execution, error: Exception) -> None:

@@ -101,6 +101,11 @@ class Execution:
     #: A continuation: the task as its request read it, while nothing here has
     #: written it since (see :meth:`LiveTasks.reading`); it is not read again.
     read: StoredTask | None = None
+    #: Whether the execution may let its lease go with its last round: its
+    #: executor returned and nothing it left needs an ending written.
+    may_release: bool = False
+    #: Whether its lease went with a recorded round (nothing is left to release).
+    lease_released: bool = False
 
     def settle_first(self) -> None:
         self.first.set()
@@ -144,13 +149,17 @@ class LiveTask:
 class TurnMessage:
     """A continuation's message, written to its task's log by the recorder's next round.
 
-    ``written`` is set once that round is over: stored, unless the execution's
-    ``recording_error`` says why not.
+    ``written`` is set once that round is over: stored, unless ``error`` says
+    why not (the execution has not started: it may write the message again).
     """
 
     message: Message
     payload: str
+    #: Several processes: the task's lease to take with the message, as
+    #: (member, token); refused (``LeaseHeld``) while anyone holds one.
+    lease: tuple[str, str] | None = None
     written: trio.Event = field(default_factory=trio.Event)
+    error: Exception | None = None
 
 
 #: What the recorder reads: an execution's event (or a continuation's message),

@@ -248,6 +248,7 @@ class TaskWrites:
         snapshot = live.feed.current
         assert snapshot is not None
         self.append(live, share, snapshot, "message", turn.payload, None, [turn.message])
+        share.lease = turn.lease
         self.remember(share, execution, task_id=live.task_id, seq=live.feed.current_seq)
 
     def append(

@@ -23,7 +23,16 @@ from .records import (
     StoredTask,
     TaskPage,
 )
-from .rounds import EventWrite, NewTask, ReceiptWrite, Round, Share, ShareOutcome, StaleTask
+from .rounds import (
+    EventWrite,
+    LeaseHeld,
+    NewTask,
+    ReceiptWrite,
+    Round,
+    Share,
+    ShareOutcome,
+    StaleTask,
+)
 from .secrets import SecretBox, SecretKeyError
 from .sqlite import SqliteStore
 
@@ -35,6 +44,7 @@ __all__ = [
     "EventKind",
     "EventWrite",
     "Lane",
+    "LeaseHeld",
     "Lifetime",
     "LoggedEvent",
     "NewTask",

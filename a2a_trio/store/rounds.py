@@ -18,7 +18,16 @@ from ..protocol.compat_v0_3 import task_to_v0_3
 from ..protocol.limits import Limits
 from .records import EventKind
 
-__all__ = ["EventWrite", "NewTask", "ReceiptWrite", "Round", "Share", "ShareOutcome", "StaleTask"]
+__all__ = [
+    "EventWrite",
+    "LeaseHeld",
+    "NewTask",
+    "ReceiptWrite",
+    "Round",
+    "Share",
+    "ShareOutcome",
+    "StaleTask",
+]
 
 
 class StaleTask(Exception):
@@ -26,6 +35,14 @@ class StaleTask(Exception):
 
     The recorder numbers events from the task it holds; a store that finds
     the task moved on (or gone) refuses the share rather than fork the log.
+    """
+
+
+class LeaseHeld(Exception):
+    """A share that was to take its task's lease found one held: nothing of it is stored.
+
+    The execution then waits for the lease the usual way (see
+    :meth:`~a2a_trio.runtime.cluster.Cluster.hold`) and writes again.
     """
 
 
@@ -74,6 +91,13 @@ class Share:
     new: NewTask | None = None
     events: list[EventWrite] = field(default_factory=list)
     receipts: list[ReceiptWrite] = field(default_factory=list)
+    #: Several processes: take the task's lease, as (member, token), with the
+    #: share's events (a continuation's message), refused (:class:`LeaseHeld`)
+    #: if a lease is held. Only for an existing task (a new one: ``new.lease``).
+    lease: tuple[str, str] | None = None
+    #: Several processes: the token of the lease let go with the share's events
+    #: (the last round of an execution). Only for an existing task.
+    release: str | None = None
 
     @property
     def snapshot(self) -> Task | None:

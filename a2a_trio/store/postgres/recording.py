@@ -13,6 +13,7 @@ rolled-back transaction.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,10 +23,10 @@ from psycopg import errors as pg_errors
 from ...protocol import Task, TaskPushNotificationConfig
 from ...protocol.limits import Limits
 from ...protocol.versions import LEGACY_VERSION
-from ..coordination import EVENTS, signal_payload
+from ..coordination import EVENTS, LEASES, signal_payload
 from ..history import HISTORY_KINDS, read_history
 from ..records import STREAMED_KINDS
-from ..rounds import Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
+from ..rounds import LeaseHeld, Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
 from ..secrets import SecretBox
 from .database import Connection
 from .times import utc
@@ -42,6 +43,8 @@ HISTORY_ROWS = (
 
 #: The keys that refuse a share which does not follow its stored task.
 _LOG_KEYS = frozenset({"task_events_key", "tasks_key"})
+#: The key that refuses a share taking a lease somebody holds (see Share.lease).
+_LEASE_KEY = "task_leases_pkey"
 
 _EVENTS = "task_events (agent, task_id, seq, kind, payload, created_at)"
 _EVENT_VALUES = "(%s, %s, %s, %s, %s::json, now())"
@@ -91,6 +94,25 @@ def write_round(conn: Connection, round: Round, box: SecretBox) -> list[ShareOut
             if not _of_the_share(error):
                 raise
             raise RefusedShare(_stale_if_forked(error, share)) from None
+    # Tasks' rows (and their leases) locked in one order by every process: two
+    # rounds that write the same tasks wait for each other, never in a cycle
+    # (a continuation writes its task before it holds the task's lease).
+    order = sorted(range(len(round.shares)), key=lambda n: _lock_order(round.shares[n]))
+    ordered = dataclasses.replace(round, shares=[round.shares[n] for n in order])
+    outcomes = [_NOT_WRITTEN] * len(order)
+    for n, outcome in zip(order, _write_ordered(conn, ordered, box), strict=True):
+        outcomes[n] = outcome
+    return outcomes
+
+
+def _lock_order(share: Share) -> tuple[str, str]:
+    return share.agent, share.task_id
+
+
+_NOT_WRITTEN = ShareOutcome()
+
+
+def _write_ordered(conn: Connection, round: Round, box: SecretBox) -> list[ShareOutcome]:
     try:
         # Usually every share can be stored: all of them at once, one savepoint
         # for the lot rather than one each (two round trips a share).
@@ -156,8 +178,17 @@ def _of_the_share(error: Exception) -> bool:
 
 
 def _stale_if_forked(error: Exception, share: Share) -> Exception:
-    """A taken sequence (or task) is the share not following its task: StaleTask."""
-    if isinstance(error, pg_errors.UniqueViolation) and error.diag.constraint_name in _LOG_KEYS:
+    """A taken sequence (or task) is the share not following its task: StaleTask.
+
+    A taken lease (the share was to take it, see ``Share.lease``): LeaseHeld.
+    """
+    if not isinstance(error, pg_errors.UniqueViolation):
+        return error
+    if share.lease is not None and error.diag.constraint_name == _LEASE_KEY:
+        held = LeaseHeld(f"task {share.task_id!r} of agent {share.agent!r} is leased")
+        held.__cause__ = error
+        return held
+    if error.diag.constraint_name in _LOG_KEYS:
         what = "exists already" if share.new is not None else f"is past {share.base_seq}"
         stale = StaleTask(f"task {share.task_id!r} of agent {share.agent!r} {what}")
         stale.__cause__ = error
@@ -226,15 +257,33 @@ def _send_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> Cur
     # that never saw the task read exactly this round back from the log.
     moved = signal_payload(agent, task_id, events[-1].seq, share.base_seq)
     if new is None:
+        # The lease taken or let go with the events (see Share.lease and
+        # .release): no round trip of its own. A held lease refuses the insert
+        # (the share is LeaseHeld); a release wakes whoever waits for it.
+        lease, leased, released, unleased = "", [], "", []
+        if share.lease is not None:
+            lease = (
+                ", leased AS (INSERT INTO task_leases (agent, task_id, holder, token, since)"
+                " SELECT %s, %s, %s, %s, now() WHERE EXISTS (SELECT FROM moved))"
+            )
+            leased = [agent, task_id, *share.lease]
+        if share.release is not None:
+            lease += ", gone AS (DELETE FROM task_leases WHERE token = %s RETURNING agent, task_id)"
+            released = (
+                f", (SELECT count(pg_notify('{LEASES}', json_build_array(agent, task_id)::text))"
+                " FROM gone)"
+            )
+            unleased = [share.release]
         return conn.execute(
             "WITH moved AS (UPDATE tasks SET state = %s,"
             " updated_at = coalesce(%s::timestamptz, now()), last_seq = %s, snapshot = %s::json"
-            f" WHERE agent = %s AND id = %s AND last_seq = %s RETURNING {configs})"
+            f" WHERE agent = %s AND id = %s AND last_seq = %s RETURNING {configs}){lease}"
             f" INSERT INTO {_EVENTS} SELECT * FROM (VALUES {values}) AS event"
             " WHERE EXISTS (SELECT FROM moved)"
-            f" RETURNING (SELECT * FROM moved), pg_notify('{EVENTS}', %s)",
-            [*task, agent, task_id, share.base_seq, *logged, moved],
+            f" RETURNING (SELECT * FROM moved), pg_notify('{EVENTS}', %s){released}",
+            [*task, agent, task_id, share.base_seq, *leased, *unleased, *logged, moved],
         )
+    assert share.lease is None and share.release is None, "a new task's lease is new.lease"
     lease, leased = "", []
     if new.lease is not None:
         lease = (

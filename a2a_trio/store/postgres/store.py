@@ -49,10 +49,11 @@ from . import outbox, pruning, reading
 from .cluster import PostgresCoordination
 from .database import Connection, Database, PoolSettings
 from .keys import development_key
-from .reading import EVENTS_AFTER, TASK
+from .reading import EVENTS_AFTER
 from .recording import RefusedShare, insert_push_config, write_round
 from .retention import PostgresRetention
 from .schema import SCHEMA_VERSION, migrate, schema_version
+from .task_reads import TaskReads
 from .times import page_time, utc
 
 __all__ = ["PostgresStore"]
@@ -90,6 +91,7 @@ class PostgresStore(Store):
         self._coordination: PostgresCoordination | None = None
         self._resources: AsyncExitStack | None = None
         self.space = StorageCondition(self.display)
+        self._task_reads = TaskReads(self._run)
 
     # --- lifetime -----------------------------------------------------------------
 
@@ -176,7 +178,7 @@ class PostgresStore(Store):
     async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
         if _unstorable(agent, task_id):
             return None
-        row = await self._fetchone(TASK, (agent, task_id))
+        row = await self._task_reads.row(agent, task_id)
         if row is None or (owner is not None and row[0] != owner):
             return None
         return read_task(agent, task_id, row)

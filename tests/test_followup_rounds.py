@@ -1,0 +1,87 @@
+"""What a follow-up writes on PostgreSQL, transaction by transaction.
+
+On PostgreSQL every process is a member of a cluster: an execution holds its
+task's lease. A follow-up takes it in the transaction that writes its message
+and lets it go in the one that records its last event, never in a round trip
+of its own; a new task answered in one round takes none. Triggers note the
+transaction of every lease and event row written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from a2a_trio import A2AApp
+from a2a_trio.store.url import PostgresLocation
+
+from .agents import ScriptedExecutor
+from .conftest import live_server, make_card, user_message
+from .postgres import database_for, postgres_changes, rows
+
+NOTED = [
+    "CREATE TABLE noted_writes (n bigserial PRIMARY KEY, tbl text, op text, xact bigint,"
+    " task_id text, seq int, kind text)",
+    "CREATE FUNCTION note_event() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " INSERT INTO noted_writes (tbl, op, xact, task_id, seq, kind)"
+    " VALUES ('event', TG_OP, txid_current(), NEW.task_id, NEW.seq, NEW.kind);"
+    " RETURN NULL; END $$",
+    "CREATE FUNCTION note_lease() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " INSERT INTO noted_writes (tbl, op, xact, task_id)"
+    " VALUES ('lease', TG_OP, txid_current(), coalesce(NEW.task_id, OLD.task_id));"
+    " RETURN NULL; END $$",
+    "CREATE TRIGGER noted_events AFTER INSERT ON task_events"
+    " FOR EACH ROW EXECUTE FUNCTION note_event()",
+    "CREATE TRIGGER noted_leases AFTER INSERT OR DELETE ON task_leases"
+    " FOR EACH ROW EXECUTE FUNCTION note_lease()",
+]
+UNNOTED = [
+    "DROP TRIGGER IF EXISTS noted_events ON task_events",
+    "DROP TRIGGER IF EXISTS noted_leases ON task_leases",
+    "DROP FUNCTION IF EXISTS note_event()",
+    "DROP FUNCTION IF EXISTS note_lease()",
+    "DROP TABLE IF EXISTS noted_writes",
+]
+
+
+def mount(app: A2AApp) -> None:
+    app.mount("", card=make_card(), executor=ScriptedExecutor())
+
+
+def noted(database: str, task_id: str) -> list[tuple[str, str, int, int | None, str | None]]:
+    found = rows(
+        database,
+        "SELECT tbl, op, xact, seq, kind FROM noted_writes WHERE task_id = ? ORDER BY n",
+        task_id,
+    )
+    return [(str(t), str(o), int(x), s, k) for t, o, x, s, k in found]
+
+
+async def test_a_follow_up_takes_and_lets_go_of_its_lease_with_its_own_writes(
+    request: pytest.FixtureRequest, postgres: PostgresLocation, tmp_path: Path
+) -> None:
+    database = database_for("postgresql", tmp_path, request)
+    async with live_server(tmp_path, mount, database=database) as server:
+        with postgres_changes(postgres, NOTED, UNNOTED):
+            answer = await server.jsonrpc("SendMessage", {"message": user_message("ask")})
+            task = answer["result"]["task"]
+            assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            created = noted(database, task["id"])
+            message = user_message("ask again", taskId=task["id"])
+            answer = await server.jsonrpc("SendMessage", {"message": message})
+            assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            followed = noted(database, task["id"])[len(created) :]
+
+    # The new task was answered in its rounds: it never held a lease.
+    assert [op for tbl, op, *_ in created if tbl == "lease"] == []
+    # The follow-up: its message and its lease in one transaction ...
+    [taken] = [xact for tbl, op, xact, *_ in followed if (tbl, op) == ("lease", "INSERT")]
+    assert {kind for tbl, _, xact, _, kind in followed if xact == taken} == {"message", None}
+    # ... the lease let go with its last event, the agent's question ...
+    [let_go] = [xact for tbl, op, xact, *_ in followed if (tbl, op) == ("lease", "DELETE")]
+    last = max((seq, xact) for tbl, _, xact, seq, _ in followed if tbl == "event" and seq)
+    assert last[1] == let_go
+    # ... and no transaction of its own for either.
+    events = {xact for tbl, _, xact, *_ in followed if tbl == "event"}
+    assert {taken, let_go} <= events
