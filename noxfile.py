@@ -20,11 +20,39 @@ nox.options.sessions = ["tests", "lint"]
 nox.options.reuse_existing_virtualenvs = True
 
 
+#: pytest-xdist's workers for the first pass. The suite mostly waits (on server
+#: subprocesses, sockets, PostgreSQL), so twice a 2-core machine's cores pays;
+#: more starts more servers at once than such a machine answers in time.
+TEST_WORKERS = "4"
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The whole test suite (pass pytest arguments after --)."""
+    """The whole test suite in two passes (pass pytest arguments after --).
+
+    First every test not marked ``serial`` on pytest-xdist's workers, a test
+    file to a worker (its module fixtures, a server fleet say, are made once);
+    then the ``serial`` tests one at a time on a quiet machine: the one that
+    restarts PostgreSQL under every other test's feet, those that measure real time.
+    """
     session.install("-e", ".[dev]")
-    session.run("python", "-m", "pytest", *session.posargs)
+    # Arguments that select tests (a file, -k) may select none of one pass:
+    # pytest's "no tests collected" (5) is then no failure.
+    codes = [0, 5] if session.posargs else [0]
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-n",
+        TEST_WORKERS,
+        "--dist",
+        "loadfile",
+        "-m",
+        "not serial",
+        *session.posargs,
+        success_codes=codes,
+    )
+    session.run("python", "-m", "pytest", "-m", "serial", *session.posargs, success_codes=codes)
 
 
 @nox.session

@@ -7,7 +7,8 @@ it on the same database (``A2A_TRIO_DATABASE``) with a short lease
 sees what ran where and when.
 
 ``tick N``  WORKING, then N progress updates 50 ms apart, then COMPLETED
-``burst N`` WORKING, then N progress updates 1 ms apart, then COMPLETED
+``burst N`` WORKING, then (once the file ``<task id>.go`` exists) N progress updates
+            1 ms apart, then COMPLETED
 ``count``   INPUT_REQUIRED after 5 ms, each run noted (and any overlap with another
             run of the same task, in any process, as a violation); a follow-up ``count``
             runs again
@@ -74,6 +75,11 @@ class ClusterExecutor(AgentExecutor):
                     await updater.start_work(f"tick {n + 1}")
                 await updater.complete()
             case "burst":
+                # Not before the test's subscriber has its first frame (it writes the
+                # file then): on a loaded machine the whole burst could otherwise end
+                # before the subscription begins, and an ended task takes none.
+                while not (DIRECTORY / f"{context.task_id}.go").exists():  # noqa: ASYNC110
+                    await trio.sleep(0.005)
                 for n in range(int(rest)):
                     await trio.sleep(0.001)
                     await updater.start_work(f"burst {n + 1}")

@@ -6,9 +6,12 @@ Outside CI a peer that cannot be installed skips its tests; under
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -25,6 +28,22 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+@contextmanager
+def installing(name: str) -> Iterator[None]:
+    """Hold the cache's lock for ``name`` for the block, across processes.
+
+    pytest-xdist's workers share the cache: the first to need a peer installs it
+    while the others wait, then find it installed.
+    """
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def node_script(package: str, script: Path) -> tuple[str, Path]:
     """node, and ``script`` copied beside a node_modules holding npm ``package`` (once).
 
@@ -35,16 +54,20 @@ def node_script(package: str, script: Path) -> tuple[str, Path]:
         unavailable("node and npm are not installed")
     directory = CACHE / package.removeprefix("@").replace("/", "-").replace("@", "-")
     name = package.rsplit("@", 1)[0]
-    if not (directory / "node_modules" / name / "package.json").exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [npm, "install", "--prefix", str(directory), "--no-audit", "--no-fund", package],
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT,
-        )
-        if done.returncode != 0:
-            unavailable(f"npm install {package} failed: {done.stderr[-500:]}")
-    copy = directory / script.name
-    shutil.copyfile(script, copy)
+    with installing(directory.name):
+        if not (directory / "node_modules" / name / "package.json").exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            done = subprocess.run(
+                [npm, "install", "--prefix", str(directory), "--no-audit", "--no-fund", package],
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_TIMEOUT,
+            )
+            if done.returncode != 0:
+                unavailable(f"npm install {package} failed: {done.stderr[-500:]}")
+        # Another worker may be running the copy: replace it whole, never rewrite it.
+        copy = directory / script.name
+        staged = directory / f"{script.name}.{os.getpid()}"
+        shutil.copyfile(script, staged)
+        staged.replace(copy)
     return node, copy

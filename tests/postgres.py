@@ -124,15 +124,42 @@ def postgres_url(location: PostgresLocation) -> str:
     return f"{url}?{urlencode(location.options)}" if location.options else url
 
 
+#: The identity columns' sequences of the data tables back to their start, as
+#: TRUNCATE ... RESTART IDENTITY does.
+_RESTART_IDENTITIES = f"""
+DO $$ DECLARE sequence text; BEGIN
+    FOR sequence IN
+        SELECT pg_get_serial_sequence(attrelid::regclass::text, attname) FROM pg_attribute
+        WHERE attrelid = ANY('{{{DATA_TABLES.replace(" ", "")}}}'::regclass[])
+        AND attidentity <> ''
+    LOOP
+        EXECUTE format('ALTER SEQUENCE %s RESTART', sequence);
+    END LOOP;
+END $$
+"""
+
+
 def empty_data_tables(location: PostgresLocation) -> None:
-    """Delete every row a previous test left; nothing to do before the first store migrated."""
-    with admin_connect(location) as admin:
+    """Delete every row a previous test left; nothing to do before the first store migrated.
+
+    DELETE, not TRUNCATE: the few rows a test leaves go in a tenth of the time
+    TRUNCATE takes to make (and flush) new files for eleven tables, and this
+    runs before every PostgreSQL test.
+    """
+    deletes = "; ".join(f"DELETE FROM {table.strip()}" for table in DATA_TABLES.split(","))
+    # Before the first store migrated a new database, there are no tables to empty.
+    with (
+        admin_connect(location) as admin,
+        suppress(psycopg.errors.UndefinedTable),
+        admin.transaction(),
+    ):
         # A store a test failed to close holds no lock between its statements; should
         # something hold one all the same, fail here rather than hang the run.
-        admin.execute("SET lock_timeout = '10s'")
-        # Before the first store migrated a new database, there are no tables to empty.
-        with suppress(psycopg.errors.UndefinedTable):
-            admin.execute(f"TRUNCATE {DATA_TABLES} RESTART IDENTITY")
+        admin.execute("SET LOCAL lock_timeout = '10s'")
+        # Seen by the next connection at once; only the flush to disk is not awaited.
+        admin.execute("SET LOCAL synchronous_commit = off")
+        admin.execute(deletes)
+        admin.execute(_RESTART_IDENTITIES)
 
 
 def database_for(backend: str, directory: Path, request: pytest.FixtureRequest) -> str:

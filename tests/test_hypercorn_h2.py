@@ -301,6 +301,10 @@ async def test_event_streams_over_http2_each_end_when_their_answer_does(
     assert [final for final in finals if "result" not in final] == []
 
 
+# Serial (noxfile.py): on -n 4 beside other jobs (load 11-14 on two cores) a few of the
+# 3,000 calls failed once with UNAVAILABLE (RST_STREAM code 7, REFUSED_STREAM): see the
+# CHANGELOG; alone it passes.
+@pytest.mark.serial
 async def test_retiring_connections_at_the_request_limit_fails_no_call(tmp_path: Path) -> None:
     # Stock hypercorn's GOAWAY (and a first mend's, through h2's
     # close_connection) turned a call the client sent before the GOAWAY

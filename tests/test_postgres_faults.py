@@ -77,6 +77,8 @@ def stored_tasks(location: PostgresLocation) -> dict[str, tuple[str, list[str]]]
     return {task_id: (state, kinds.get(task_id, [])) for task_id, state in tasks.items()}
 
 
+# Serial: a restart ends every worker's PostgreSQL connections (noxfile.py's second pass).
+@pytest.mark.serial
 async def test_a_database_restart_under_load_loses_no_acknowledged_task_and_leaves_none_working(
     tmp_path: Path, empty_database: PostgresLocation
 ) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 from a2a.types import GetTaskRequest, TaskState
 
-from .interop_cache import CACHE, INSTALL_TIMEOUT, node_script, unavailable
+from .interop_cache import CACHE, INSTALL_TIMEOUT, installing, node_script, unavailable
 from .postgres import fresh_database, postgres_url
 from .servers import ServerProcess
 from .test_sdk_interop import sdk_clients, send_returning_immediately
@@ -57,17 +57,18 @@ def python_sdk() -> Path:
     """The interpreter of a virtual environment holding a2a-sdk 0.3, made once."""
     python = PYTHON_ENV / "bin" / "python"
     stamp = PYTHON_ENV / "installed"
-    if not stamp.exists():
-        shutil.rmtree(PYTHON_ENV, ignore_errors=True)
-        steps = [
-            [sys.executable, "-m", "venv", str(PYTHON_ENV)],
-            [str(python), "-m", "pip", "install", "-q", PYTHON_SDK],
-        ]
-        for step in steps:
-            done = subprocess.run(step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
-            if done.returncode != 0:
-                unavailable(f"installing {PYTHON_SDK} failed: {done.stderr[-500:]}")
-        stamp.write_text(PYTHON_SDK)
+    with installing(PYTHON_ENV.name):
+        if not stamp.exists():
+            shutil.rmtree(PYTHON_ENV, ignore_errors=True)
+            steps = [
+                [sys.executable, "-m", "venv", str(PYTHON_ENV)],
+                [str(python), "-m", "pip", "install", "-q", PYTHON_SDK],
+            ]
+            for step in steps:
+                done = subprocess.run(step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+                if done.returncode != 0:
+                    unavailable(f"installing {PYTHON_SDK} failed: {done.stderr[-500:]}")
+            stamp.write_text(PYTHON_SDK)
     return python
 
 
