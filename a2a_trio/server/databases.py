@@ -150,7 +150,6 @@ class Databases:
 
     async def start(self) -> None:
         """Open the stores, join the clusters, run the hooks, then start the services."""
-        telemetry.configure()  # traces, if the OTEL_* variables ask for them
         self.stopping = trio.Event()
         await self._start(self.all, serving=True)
         if self._freeze_gc and gc.get_freeze_count() == 0:
@@ -160,6 +159,7 @@ class Databases:
             gc.freeze()
 
     async def _start(self, lifespans: list[Lifespan], *, serving: bool) -> None:
+        telemetry.configure()  # traces, if the OTEL_* variables ask for them (workers too)
         self._running = lifespans
         for lifespan in lifespans:
             lifespan.role = self.role
