@@ -223,6 +223,21 @@ def test_agents_naming_one_database_share_it_and_the_default_is_the_apps(tmp_pat
     assert len(app.databases.all) == 2
 
 
+def test_a_database_named_through_a_symbolic_link_is_the_same_database(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "data")
+    app = A2AApp(database=tmp_path / "data" / "a2a.db", console=False)
+    mount = app.mount(
+        "/a",
+        card=make_card(),
+        executor=ScriptedExecutor(),
+        name="a",
+        storage=tmp_path / "link" / "a2a.db",
+    )
+    assert mount.host.store is app.store  # else the second store is refused at start
+    assert len(app.databases.all) == 1
+
+
 def test_an_agent_naming_an_unknown_scheme_is_refused_with_the_key(tmp_path: Path) -> None:
     app = A2AApp(database=tmp_path / "a2a.db", console=False)
     with pytest.raises(DatabaseURLError, match=r"^storage: unsupported scheme 'mysql'"):

@@ -43,9 +43,9 @@ def _location(storage: Storage, key: str) -> DatabaseLocation:
 
 
 def _identity(location: DatabaseLocation) -> object:
-    """Equal for two spellings of one database (a relative and an absolute path, say)."""
+    """Equal for two spellings of one database (relative, absolute, through a link)."""
     if isinstance(location, SqliteLocation):
-        return ("sqlite", os.path.abspath(location.path))
+        return ("sqlite", os.path.realpath(location.path))
     return location  # the setting it came from is not compared
 
 
