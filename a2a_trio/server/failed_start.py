@@ -12,6 +12,9 @@ mended from here; the worker makes the supervisor end itself instead:
 SIGTERM first (its handler tells any other worker to shut down), then, once
 that has been handled, SIGUSR1, whose default action ends it with a
 non-zero status. The supervisor exits "killed by SIGUSR1" (138 in a shell).
+The worker ignores SIGTERM meanwhile: once another worker has stopped, the
+supervisor terminate()s the rest, and would otherwise end this one before
+its SIGUSR1, then return 0 (1 start in 3 or 6 did).
 
 :func:`refuse_start` does that when the process is a worker of hypercorn's
 supervisor, after writing the cause (and its fix) on one line; elsewhere
@@ -21,6 +24,7 @@ the error is such a refusal, and the caller raises it as before.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -75,6 +79,11 @@ def refuse_start(error: BaseException) -> bool:
         return False
     sys.stderr.write(f"a2a-trio: cannot start: {one_line(error)}\n")
     sys.stderr.flush()
+    # The supervisor's shutdown ends with terminate() of every worker: this
+    # one must live to send SIGUSR1, or the supervisor returns 0. (Off the
+    # main thread signal() raises ValueError, and the race stays.)
+    with contextlib.suppress(ValueError):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         os.kill(supervisor, signal.SIGTERM)
         time.sleep(_HANDLING_TIME)  # the supervisor's handler runs between its bytecodes
