@@ -75,6 +75,20 @@ async def _inject_request(request: Any) -> None:
         propagate.inject(request.headers)
 
 
+def _rpc_attributes(method: str, binding: str, request: Any) -> dict[str, Any]:
+    """What a server span and a client span of one operation both say of it."""
+    attributes: dict[str, Any] = {
+        "a2a.method": method,
+        "a2a.binding": binding,
+        "rpc.service": SERVICE,
+        "rpc.method": method,
+        **_request_ids(request),
+    }
+    if binding != "rest":
+        attributes["rpc.system"] = binding
+    return attributes
+
+
 def _request_ids(request: Any) -> dict[str, str]:
     """``a2a.task.id`` and ``a2a.context.id`` of an operation's request, where it names them."""
     ids: dict[str, str] = {}
@@ -207,17 +221,9 @@ class Tracing:
             below = request.path[len(mount.prefix) :]
             binding = "jsonrpc" if below in ("/jsonrpc", "/jsonrpc/") else "rest"
         method = call.operation.value
-        attributes: dict[str, Any] = {
-            "a2a.agent": mount.name,
-            "a2a.method": method,
-            "a2a.binding": binding,
-            "a2a.protocol.version": version,
-            "rpc.service": SERVICE,
-            "rpc.method": method,
-            **_request_ids(call.request),
-        }
-        if binding != "rest":
-            attributes["rpc.system"] = binding
+        attributes = _rpc_attributes(method, binding, call.request)
+        attributes["a2a.agent"] = mount.name
+        attributes["a2a.protocol.version"] = version
         parent = propagate.extract(request, getter=_REQUEST_HEADERS)
         with self.span(f"{SERVICE}/{method}", parent, SpanKind.SERVER, attributes) as span:
             outcome = await dispatch()
@@ -346,15 +352,7 @@ class Tracing:
     ) -> contextlib.AbstractContextManager[Span]:
         method = operation.value
         parts = urlsplit(url if "://" in url else f"//{url}")
-        attributes: dict[str, Any] = {
-            "a2a.method": method,
-            "a2a.binding": binding,
-            "rpc.service": SERVICE,
-            "rpc.method": method,
-            **_request_ids(request),
-        }
-        if binding != "rest":
-            attributes["rpc.system"] = binding
+        attributes = _rpc_attributes(method, binding, request)
         if parts.hostname:
             attributes["server.address"] = parts.hostname
         if parts.port:
