@@ -39,7 +39,7 @@ from .cards import CardSource, ServedCard, check_signable, import_object, resolv
 from .databases import Databases, Storage
 from .dispatch import Dispatch, RequestObserver
 from .health import HEALTH_PATH, liveness, readiness
-from .lifespan import Lifespan
+from .lifespan import Lifespan, LifespanSettings
 from .mount import AgentMount, Authenticate
 from .routing import Routes
 
@@ -144,11 +144,13 @@ class A2AApp(QuartTrio):
         self.databases = Databases(
             database=database,
             store=store,
-            pool=pool,
-            lease_seconds=lease_seconds,
-            secret_key=secret_key,
-            push_settings=self.push_settings,
-            retention=retention or RetentionSettings(),
+            settings=LifespanSettings(
+                pool=pool,
+                lease_seconds=lease_seconds,
+                secret_key=secret_key,
+                push=self.push_settings,
+                retention=retention or RetentionSettings(),
+            ),
             freeze_gc=self.a2a_settings.freeze_gc,
         )
         #: Called once the store is open (and the cluster joined), before the

@@ -19,12 +19,9 @@ from typing import Any
 import trio
 
 from .. import telemetry
-from ..push import PushSettings
-from ..runtime.retention import RetentionSettings, RetentionStats
 from ..store import Store
-from ..store.postgres import PoolSettings
 from ..store.url import DatabaseLocation, SqliteLocation, parse_database_url
-from .lifespan import Lifespan
+from .lifespan import Lifespan, LifespanSettings
 
 __all__ = ["ASGICall", "Databases", "Storage"]
 
@@ -57,21 +54,15 @@ class Databases:
         *,
         database: Storage,
         store: Store | None,
-        pool: PoolSettings | None,
-        lease_seconds: float,
-        secret_key: str | bytes | None,
-        push_settings: PushSettings,
-        retention: RetentionSettings,
+        settings: LifespanSettings,
         freeze_gc: bool,
     ) -> None:
-        self._pool = pool
-        self._lease_seconds = lease_seconds
-        self._secret_key = secret_key
-        self._push_settings = push_settings
+        #: What each database's lifespan is made with (the same for every database).
+        self.settings = settings
         self._freeze_gc = freeze_gc
-        self.retention = retention
+        self.retention = settings.retention
         #: What the pruners of this app did, every database's, across restarts.
-        self.retention_stats = RetentionStats()
+        self.retention_stats = settings.retention_stats
         #: The app's own database: agents without a storage of their own.
         self.default = self._lifespan(database, store)
         self._by_identity: dict[object, Lifespan] = {}
@@ -91,16 +82,7 @@ class Databases:
         self._running: list[Lifespan] = []
 
     def _lifespan(self, database: Storage, store: Store | None) -> Lifespan:
-        return Lifespan(
-            database=database,
-            store=store,
-            pool=self._pool,
-            lease_seconds=self._lease_seconds,
-            secret_key=self._secret_key,
-            push_settings=self._push_settings,
-            retention=self.retention,
-            retention_stats=self.retention_stats,
-        )
+        return Lifespan(database=database, store=store, settings=self.settings)
 
     @property
     def all(self) -> list[Lifespan]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
@@ -29,7 +30,23 @@ from ..store.url import DatabaseLocation
 from .failed_start import refuse_start
 from .mount import AgentMount
 
-__all__ = ["Lifespan"]
+__all__ = ["Lifespan", "LifespanSettings"]
+
+
+@dataclass(frozen=True)
+class LifespanSettings:
+    """What every database's lifespan of an app is made with, whichever database it is."""
+
+    #: The PostgreSQL pool of each store (None: the store's defaults).
+    pool: PoolSettings | None = None
+    #: How long a lease (an execution's, a push lane's) lasts without renewal.
+    lease_seconds: float = 10.0
+    #: The key that encrypts push secrets at rest (None: the development key).
+    secret_key: str | bytes | None = None
+    push: PushSettings = field(default_factory=PushSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
+    #: What the pruners of the app did, every database's, across restarts (shared).
+    retention_stats: RetentionStats = field(default_factory=RetentionStats)
 
 
 class Lifespan:
@@ -44,23 +61,16 @@ class Lifespan:
         *,
         database: str | Path | DatabaseLocation,
         store: Store | None,
-        pool: PoolSettings | None,
-        lease_seconds: float,
-        secret_key: str | bytes | None,
-        push_settings: PushSettings,
-        retention: RetentionSettings,
-        retention_stats: RetentionStats,
+        settings: LifespanSettings,
     ) -> None:
         #: The agents stored in this database, by name (the app mounts them here).
         self.mounts: dict[str, AgentMount] = {}
         self._database = database
-        self._pool = pool
-        self._lease_seconds = lease_seconds
-        self._secret_key = secret_key
+        self._settings = settings
         self._store = store
         self._owns_store = store is None
         #: Delivers these agents' webhooks from this database's outbox (see a2a_trio.push).
-        self.push = PushDispatcher(self.store, push_settings)
+        self.push = PushDispatcher(self.store, settings.push)
         self._push_scope: trio.CancelScope | None = None
         self._push_stopped = trio.Event()
         #: This process's membership when several serve the database (PostgreSQL).
@@ -68,10 +78,10 @@ class Lifespan:
         self._cluster_stopped = trio.Event()
         #: Finished work older than ``retention.max_age`` pruned on a schedule
         #: (runtime.retention); the pruner while it runs.
-        self.retention = retention
+        self.retention = settings.retention
         self.pruner: Pruner | None = None
         #: What the pruners of this app did, across restarts (the metrics read it).
-        self.retention_stats = retention_stats
+        self.retention_stats = settings.retention_stats
         #: The agents this process serves (all of them unless it works on a few).
         self.agents_served: list[str] = []
         #: The WAL checkpointer's scope and end, once it runs.
@@ -87,9 +97,9 @@ class Lifespan:
         if self._store is None:
             self._store = store_at(
                 self._database,
-                secret_key=self._secret_key,
-                pool=self._pool,
-                lease_seconds=self._lease_seconds,
+                secret_key=self._settings.secret_key,
+                pool=self._settings.pool,
+                lease_seconds=self._settings.lease_seconds,
             )
         return self._store
 
