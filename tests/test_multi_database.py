@@ -521,3 +521,30 @@ async def test_the_feed_of_a_web_process_shows_what_the_worker_records(
                 seen += [e for e in map(json.loads, lines) if e.get("task") == task_id]
     assert {event["agent"] for event in seen} == {agent}
     assert seen[0]["kind"] == "task.created"
+
+
+async def test_the_console_shows_each_process_once_with_the_databases_it_serves(
+    fleet: Fleet,
+) -> None:
+    async with httpx.AsyncClient(
+        base_url=fleet.web[1].url, headers=OPERATOR, trust_env=False
+    ) as http:
+        # Every process joined both databases; each reports to both with its heartbeat.
+        with trio.fail_after(10):
+            while True:
+                members = (await http.get("/_a2a/api/members")).json()["members"]
+                if len(members) == 3 and all(len(m["databases"]) == 2 for m in members):
+                    break
+                await trio.sleep(0.05)
+        samples = await scrape(http)
+    assert sorted(m["role"] for m in members) == ["web", "web", "worker"]
+    assert [m["me"] for m in members].count(True) == 1
+    assert all(sorted(m["agents"]) == ["a", "b"] for m in members)
+    assert value(samples, "a2a_cluster_members", role="web") == 2
+    assert value(samples, "a2a_cluster_members", role="worker") == 1
+    # Each queued agent's gauge, read in the database it lives in.
+    for agent in ("a", "b"):
+        assert (
+            "a2a_queued_executions",
+            frozenset({("agent", agent), ("state", "queued")}),
+        ) in samples

@@ -20,6 +20,7 @@ from ..server import A2AApp
 from ..store import Delivery, Store
 from ..store.browse import merge_pages
 from .access import Access, unauthorized
+from .delivery_pages import ReadRows, read_page
 from .fleet_view import deployment_counters, members, outbox_of, webhook_hosts
 from .hub import FeedHub
 from .responses import error_response, json_response
@@ -175,31 +176,57 @@ class ConsoleApi:
         return json_response({"id": task_id, "state": task.status.state.value})
 
     async def deliveries(self) -> Response:
-        """A page of webhook deliveries, by agent, task and state (``before``, ``pageSize``)."""
+        """A page of webhook deliveries, by agent, task and state (``pageSize``, ``pageToken``).
+
+        Every database's when no agent is named, the most recently queued
+        first; ``before`` (an id, with ``nextBefore``) pages one database only.
+        """
         if not await self._operator():
             return unauthorized()
         args = request.args
+        agent, task, state = args.get("agent") or None, args.get("task") or None, args.get("state")
+        stores = self._stores(agent)
         try:
             before = int(args["before"]) if args.get("before") else None
             size = _size(args.get("pageSize"), 50)
-        except ValueError as error:
+            if before is not None and len(stores) > 1:
+                raise ValueError(
+                    "before: delivery ids are numbered in each database, and this app has"
+                    f" {len(stores)}; page with pageToken (nextPageToken), or name an agent"
+                )
+            if before is not None and args.get("pageToken"):
+                raise ValueError("before and pageToken: give one of them")
+
+            def reader(store: Store) -> ReadRows:
+                async def read(cursor: int | None, limit: int) -> list[Delivery]:
+                    return await store.delivery_page(
+                        agent, task, state=state or None, before=cursor or before, limit=limit
+                    )
+
+                return read
+
+            page = await read_page(
+                [store.display for store in stores],
+                [reader(store) for store in stores],
+                json.dumps([agent, task, state or None]),
+                args.get("pageToken") or None,
+                size,
+            )
+        except ValueError as error:  # PageTokenError too
             return error_response(400, "INVALID_ARGUMENT", str(error))
-        state = args.get("state") or None
-        store = self._store_of(args.get("agent") or None)
-        rows = await store.delivery_page(
-            args.get("agent") or None,
-            args.get("task") or None,
-            state=state,
-            before=before,
-            limit=size + 1,
-        )
-        more = len(rows) > size
-        rows = rows[:size]
-        hosts = await webhook_hosts(store, rows)
+        hosts: dict[tuple[int, int], str | None] = {}
+        for index, store in enumerate(stores):
+            found = await webhook_hosts(store, [d for at, d in page.rows if at == index])
+            hosts.update(((index, delivery_id), host) for delivery_id, host in found.items())
+        shown = [_delivery(d, hosts[at, d.id]) for at, d in page.rows]
         return json_response(
             {
-                "deliveries": [_delivery(d, hosts[d.id]) for d in rows],
-                "nextBefore": rows[-1].id if more else None,
+                "deliveries": shown,
+                "nextPageToken": page.next_page_token,
+                # One database's rows: the last id shown, for ``before``.
+                "nextBefore": page.rows[-1][1].id
+                if page.next_page_token and len(stores) == 1 and page.rows
+                else None,
             }
         )
 

@@ -3,8 +3,11 @@
 On PostgreSQL every member (web process or worker) reports its counters with
 its heartbeat (:meth:`~a2a_trio.store.coordination.Coordination.report`);
 :func:`deployment_counters` adds them up, this process's own read live, and
-keeps each member's share. Without a cluster (SQLite) the deployment is this
-process. :func:`webhook_hosts` names where dead letters were going by host
+keeps each member's share. With several databases a process is a member of
+each one it serves (a row, and an id, in each): :func:`processes` reads every
+database's members and makes one process of the rows with the same host and
+pid, naming the databases it serves. Without a cluster (SQLite) the deployment
+is this process. :func:`webhook_hosts` names where dead letters were going by host
 only: never the path, the query, a token or credentials.
 """
 
@@ -15,21 +18,27 @@ import socket
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..protocol import TaskState
 from ..store import Delivery, PushConfigs
 from ..store.browse import OutboxSummary
-from ..store.fleet import MemberView
+from ..store.fleet import FleetView, MemberView
 
 if TYPE_CHECKING:
+    from ..runtime.cluster import Cluster
     from ..server import A2AApp
 
 __all__ = [
+    "DatabaseFleet",
+    "Process",
     "deployment_counters",
+    "fleets",
     "members",
     "outbox_of",
+    "processes",
     "served_address",
     "task_counts_of",
     "webhook_hosts",
@@ -39,10 +48,95 @@ __all__ = [
 SUMMED = ("messagesPerSecond", "eventsPerSecond", "runningExecutions", "openStreams")
 
 
+@dataclass(frozen=True, slots=True)
+class DatabaseFleet:
+    """The members of one database this process is a member of, as it reads them."""
+
+    #: The database, as readiness and the logs name it.
+    database: str
+    cluster: Cluster
+    view: FleetView
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """One process of the deployment: its member rows of every database, made one.
+
+    ``member`` is its row in the first database listing it (the app's own
+    when it serves that), with its agents, leases and claimed executions added
+    up over the databases and the latest heartbeat's age the oldest of them.
+    """
+
+    member: MemberView
+    #: The databases it is a member of, the app's own first.
+    databases: list[str]
+    #: Whether it is this process.
+    me: bool
+
+
+async def fleets(app: A2AApp) -> list[DatabaseFleet]:
+    """Each database's members, of every database where this process has a cluster."""
+    return [
+        DatabaseFleet(
+            database.store.display, database.cluster, await database.cluster.coordination.fleet()
+        )
+        for database in app.databases.all
+        if database.cluster is not None
+    ]
+
+
+async def processes(
+    app: A2AApp, mine: dict[str, float], read: list[DatabaseFleet] | None = None
+) -> list[Process]:
+    """Every live process of the deployment once (rows with one host and pid are one),
+    from the databases' members ``read`` if given (else read here)."""
+    if read is None:
+        read = await fleets(app)
+    if not read:  # the deployment is this process
+        alone = MemberView(
+            id="",
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            role=app.role,
+            agents=list(app.mounts),
+            started_at=_STARTED,
+            heartbeat_age=0.0,
+            leases=0,
+            executions=0,
+            stats=mine,
+        )
+        return [Process(alone, [database.store.display for database in app.databases.all], True)]
+    mine_ids = {fleet.cluster.member for fleet in read}
+    merged: dict[tuple[str, int], Process] = {}
+    for fleet in read:
+        for row in fleet.view.members:
+            me = row.id in mine_ids
+            if me:
+                row = replace(row, stats=mine)
+            seen = merged.get((row.host, row.pid))
+            if seen is None:
+                merged[row.host, row.pid] = Process(row, [fleet.database], me)
+                continue
+            first = seen.member
+            merged[row.host, row.pid] = Process(
+                replace(
+                    first,
+                    role=first.role or row.role,
+                    agents=[*first.agents, *(a for a in row.agents if a not in first.agents)],
+                    heartbeat_age=max(first.heartbeat_age, row.heartbeat_age),
+                    leases=first.leases + row.leases,
+                    executions=first.executions + row.executions,
+                    stats=first.stats or row.stats,
+                ),
+                [*seen.databases, fleet.database],
+                seen.me or me,
+            )
+    return list(merged.values())
+
+
 async def deployment_counters(app: A2AApp, mine: dict[str, float]) -> dict[str, Any]:
-    """The summed counters of every member, with ``members``: each one's share."""
-    me = _me(app)
-    shares = [_share(m, mine if m.id == me else m.stats) for m in await _members(app, mine)]
+    """The summed counters of every process, with ``members``: each one's share."""
+    shares = [_share(p.member, p.member.stats) for p in await processes(app, mine)]
     totals: dict[str, Any] = {name: sum(s[name] for s in shares) for name in SUMMED}
     totals["members"] = shares
     return totals
@@ -76,8 +170,8 @@ async def task_counts_of(app: A2AApp) -> dict[tuple[str, TaskState], int]:
 
 
 async def members(app: A2AApp, mine: dict[str, float]) -> list[dict[str, Any]]:
-    """Every live member: host, pid, role, agents, start, heartbeat age, what it holds."""
-    me = _me(app)
+    """Every live process: host, pid, role, agents, databases, start, heartbeat age,
+    what it holds."""
     return [
         {
             "id": member.id,
@@ -85,41 +179,17 @@ async def members(app: A2AApp, mine: dict[str, float]) -> list[dict[str, Any]]:
             "pid": member.pid,
             "role": member.role or "web",
             "agents": member.agents,
+            "databases": process.databases,
             "startedAt": member.started_at,
             "heartbeatAgeSeconds": round(member.heartbeat_age, 3),
-            "runningExecutions": int(
-                _share(member, mine if member.id == me else member.stats)["runningExecutions"]
-            ),
+            "runningExecutions": int(_share(member, member.stats)["runningExecutions"]),
             "executionsClaimed": member.executions,
             "leases": member.leases,
-            "me": member.id == me,
+            "me": process.me,
         }
-        for member in await _members(app, mine)
+        for process in await processes(app, mine)
+        for member in [process.member]
     ]
-
-
-async def _members(app: A2AApp, mine: dict[str, float]) -> list[MemberView]:
-    cluster = app.cluster
-    if cluster is None:  # the deployment is this process
-        return [
-            MemberView(
-                id="",
-                host=socket.gethostname(),
-                pid=os.getpid(),
-                role=app.role,
-                agents=list(app.mounts),
-                started_at=_STARTED,
-                heartbeat_age=0.0,
-                leases=0,
-                executions=0,
-                stats=mine,
-            )
-        ]
-    return (await cluster.coordination.fleet()).members
-
-
-def _me(app: A2AApp) -> str:
-    return app.cluster.member if app.cluster is not None else ""
 
 
 def _share(member: MemberView, stats: dict[str, float]) -> dict[str, Any]:

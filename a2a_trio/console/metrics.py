@@ -16,10 +16,9 @@ from ..runtime.retention import RetentionStats
 from ..store import Notification, Share
 from ..store.observer import Observer
 from ..store.retention import PRUNED_KINDS
-from .fleet_view import outbox_of, task_counts_of
+from .fleet_view import DatabaseFleet, Process, fleets, outbox_of, processes, task_counts_of
 
 if TYPE_CHECKING:
-    from ..runtime.cluster import Cluster
     from ..server import A2AApp
     from .hub import FeedHub
 
@@ -233,8 +232,9 @@ class Metrics(Observer):
         self.feed_dropped.inc(hub.dropped - self._dropped_counted)
         self._dropped_counted = hub.dropped
         self._read_pruner(app.retention_stats)
-        if app.cluster is not None:
-            await self._read_fleet(app.cluster)
+        read = await fleets(app)
+        if read:
+            self._read_fleet(read, await processes(app, {}, read))
         return generate_latest(self.registry)
 
     def _read_pruner(self, stats: RetentionStats) -> None:
@@ -248,16 +248,18 @@ class Metrics(Observer):
         self.prune_last_run.set(stats.last_run_at)
         self.prune_last_seconds.set(stats.last_run_seconds)
 
-    async def _read_fleet(self, cluster: Cluster) -> None:
-        self.listening.set(1 if cluster.listening else 0)
-        fleet = await cluster.coordination.fleet()
+    def _read_fleet(self, read: list[DatabaseFleet], members: list[Process]) -> None:
+        # Every database this process serves: its agents' queues are there, its
+        # leases are counted there, and a process serving several is one member.
+        self.listening.set(1 if all(fleet.cluster.listening for fleet in read) else 0)
         self.queued.clear()
-        for agent in {agent for agent, _ in fleet.queued} | set(cluster.agents):
-            for state in ("queued", "claimed", "running"):
-                self.queued.labels(agent, state).set(fleet.queued.get((agent, state), 0))
-        self.leases.set(fleet.leases)
-        me = next((m for m in fleet.members if m.id == cluster.member), None)
-        self.leases_held.set(me.leases if me is not None else 0)
+        for fleet in read:
+            queued = fleet.view.queued
+            for agent in {agent for agent, _ in queued} | set(fleet.cluster.agents):
+                for state in ("queued", "claimed", "running"):
+                    self.queued.labels(agent, state).set(queued.get((agent, state), 0))
+        self.leases.set(sum(fleet.view.leases for fleet in read))
+        self.leases_held.set(sum(p.member.leases for p in members if p.me))
         self.members.clear()
         for role in ("web", "worker"):
-            self.members.labels(role).set(sum(1 for m in fleet.members if m.role == role))
+            self.members.labels(role).set(sum(1 for p in members if p.member.role == role))

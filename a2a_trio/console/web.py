@@ -189,13 +189,16 @@ class Console:
         if app.role == "worker" and not self._executions_logged:
             self._executions_logged = True  # a line per execution, for the workers' operators
             self.observer.add(ExecutionLog())
-        if self.on:  # what the other processes record too, in each database
-            for database in app.databases.all:
-                if database.cluster is not None:
-                    database.cluster.watch(ClusterFeed(self.hub, database.store))
+        for database in app.databases.all:
+            if database.cluster is None:
+                continue
+            # Reported to every database this process serves: a worker of
+            # another database's agents alone is counted there.
+            database.cluster.stats = self.member_stats
+            if self.on:  # what the other processes record too, in each database
+                database.cluster.watch(ClusterFeed(self.hub, database.store))
         cluster = app.cluster
         if cluster is not None:
-            cluster.stats = self.member_stats
             if self.generated and app.role == "web":
                 self.token, _ = await cluster.coordination.shared_setting(
                     _TOKEN_SETTING, self.token or secrets.token_urlsafe(24)
