@@ -19,16 +19,20 @@ from ..config import ConfigError, Settings, build_app, load_settings
 from ..protocol import AgentCard, utcnow
 from ..server.app import normalise_prefix
 from ..server.cards import ServedCard, card_problems, resolve_card
+from ..server.databases import database_identity
 from ..store import Store
 from ..store.factory import store_at
 from ..store.postgres import DatabaseUnavailable
-from ..store.url import DatabaseURLError, SqliteLocation, parse_database_url
+from ..store.url import DatabaseLocation, DatabaseURLError, SqliteLocation, parse_database_url
 from .errors import CannotRun
 from .verify import verify_remote_card
 
 __all__ = ["card", "config_option", "deliveries", "make_executor", "prune", "settings_at"]
 
 T = TypeVar("T")
+
+#: What ``prune`` counts (an empty database's all zero).
+PRUNED = ("tasks", "events", "push_configs", "notifications", "attempts")
 
 log = logging.getLogger("a2a_trio.cli")
 
@@ -56,18 +60,37 @@ database_option = click.option(
 )
 
 
-def _store(settings: Settings, database: str | None) -> Store | None:
-    """The chosen database, or None when there is no SQLite file yet (never create one here)."""
-    storage = settings.storage
-    try:
-        location = (
-            parse_database_url(database, key="--database") if database else storage.location()
-        )
-    except DatabaseURLError as error:
-        raise CannotRun(str(error)) from None
+def _store_at(location: DatabaseLocation, settings: Settings) -> Store | None:
+    """The store at ``location``, or None when it is a SQLite file not made yet (never
+    create one here)."""
     if isinstance(location, SqliteLocation) and not location.path.exists():
         return None
+    storage = settings.storage
     return store_at(location, secret_key=storage.secret_key, pool=storage.pool())
+
+
+def _databases(settings: Settings, database: str | None) -> list[tuple[str, Store | None]]:
+    """(name, store or None) of each database to act on: ``--database``'s alone, else
+    ``storage.url``'s and those the configuration's agents name (each once)."""
+    try:
+        if database:
+            locations = [parse_database_url(database, key="--database")]
+        else:
+            locations = [settings.storage.location()]
+            for index, agent in enumerate(settings.agents):
+                if agent.storage is not None:
+                    key = f"agents[{index}].storage"
+                    locations.append(parse_database_url(agent.storage, key=key))
+    except DatabaseURLError as error:
+        raise CannotRun(str(error)) from None
+    chosen: dict[object, DatabaseLocation] = {}
+    for location in locations:
+        chosen.setdefault(database_identity(location), location)
+    return [(_display(location), _store_at(location, settings)) for location in chosen.values()]
+
+
+def _display(location: DatabaseLocation) -> str:
+    return str(location.path) if isinstance(location, SqliteLocation) else location.display
 
 
 def _on_store(store: Store, work: Callable[[Store], Awaitable[T]]) -> T:
@@ -277,19 +300,25 @@ def _configured_card(settings: Settings, agent: str | None, base: str) -> tuple[
 @config_option
 @database_option
 def prune(days: int, dry_run: bool, config_path: Path | None, database: str | None) -> None:
-    """Delete finished tasks older than DAYS, with their events, configs and deliveries."""
-    store = _store(settings_at(config_path), database)
-    if store is None:
-        counts = dict.fromkeys(("tasks", "events", "push_configs", "notifications", "attempts"), 0)
-    else:
-        cutoff = utcnow() - timedelta(days=days)
-        counts = _on_store(store, lambda store: store.prune(cutoff, dry_run=dry_run))
+    """Delete finished tasks older than DAYS, with their events, configs and deliveries.
+
+    In every database of the configuration (``storage.url`` and each agent's
+    own ``storage``), or in ``--database`` alone.
+    """
+    databases = _databases(settings_at(config_path), database)
+    cutoff = utcnow() - timedelta(days=days)
     verb = "would remove" if dry_run else "removed"
-    click.echo(
-        f"{verb} {counts['tasks']} tasks, {counts['events']} events, "
-        f"{counts['push_configs']} push configs, {counts['notifications']} notifications "
-        f"and {counts['attempts']} delivery attempts (finished more than {days} days ago)"
-    )
+    for name, store in databases:
+        if store is None:
+            counts = dict.fromkeys(PRUNED, 0)
+        else:
+            counts = _on_store(store, lambda store: store.prune(cutoff, dry_run=dry_run))
+        click.echo(
+            (f"{name}: " if len(databases) > 1 else "")
+            + f"{verb} {counts['tasks']} tasks, {counts['events']} events, "
+            f"{counts['push_configs']} push configs, {counts['notifications']} notifications "
+            f"and {counts['attempts']} delivery attempts (finished more than {days} days ago)"
+        )
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -308,9 +337,16 @@ def deliveries(args: tuple[str, ...], config_path: Path | None, database: str | 
         raise click.UsageError("usage: a2a-trio deliveries retry ID")
     if not retry and len(args) > 1:
         raise click.UsageError("usage: a2a-trio deliveries [TASK]")
-    store = _store(settings_at(config_path), database)
+    databases = _databases(settings_at(config_path), database)
     if retry:
+        if len(databases) > 1:
+            names = ", ".join(name for name, _ in databases)
+            raise click.UsageError(
+                "delivery ids are numbered in each database and the configuration has"
+                f" {len(databases)} ({names}): name the delivery's with --database"
+            )
         outbox_id = int(args[1])
+        store = databases[0][1]
         requeued = store is not None and _on_store(
             store, lambda store: store.requeue_notification(outbox_id)
         )
@@ -319,21 +355,24 @@ def deliveries(args: tuple[str, ...], config_path: Path | None, database: str | 
             raise SystemExit(1)
         click.echo(f"delivery {args[1]} queued again; the server delivers it shortly")
         return
-    rows = []
-    if store is not None:
-        task_id = args[0] if args else None
-        rows = _on_store(store, lambda store: store.deliveries(task_id=task_id))
-    if not rows:
-        click.echo("no deliveries")
-        return
-    for row in rows:
-        click.echo(
-            f"{row.id:>6}  {row.state:<9} task {row.task_id}  event {row.seq}  "
-            f"config {row.config_id}  attempts {row.attempts_made}"
-            + (f"  last error: {row.last_error}" if row.last_error else "")
-        )
-        for attempt in row.attempts:
-            outcome = f"HTTP {attempt.status}" if attempt.status else attempt.error or "?"
+    task_id = args[0] if args else None
+    for name, store in databases:
+        if len(databases) > 1:
+            click.echo(f"database {name}:")
+        rows = []
+        if store is not None:
+            rows = _on_store(store, lambda store: store.deliveries(task_id=task_id))
+        if not rows:
+            click.echo("no deliveries")
+        for row in rows:
             click.echo(
-                f"        #{attempt.number} {attempt.at}  {outcome}  {attempt.duration_ms:.0f} ms"
+                f"{row.id:>6}  {row.state:<9} task {row.task_id}  event {row.seq}  "
+                f"config {row.config_id}  attempts {row.attempts_made}"
+                + (f"  last error: {row.last_error}" if row.last_error else "")
             )
+            for attempt in row.attempts:
+                outcome = f"HTTP {attempt.status}" if attempt.status else attempt.error or "?"
+                click.echo(
+                    f"        #{attempt.number} {attempt.at}  {outcome}"
+                    f"  {attempt.duration_ms:.0f} ms"
+                )

@@ -23,7 +23,7 @@ from ..store import Store
 from ..store.url import DatabaseLocation, SqliteLocation, parse_database_url
 from .lifespan import Lifespan, LifespanSettings
 
-__all__ = ["ASGICall", "Databases", "Storage"]
+__all__ = ["ASGICall", "Databases", "Storage", "database_identity"]
 
 #: An ASGI application's entry point: ``(scope, receive, send)``.
 ASGICall = Callable[[Any, Any, Any], Awaitable[None]]
@@ -39,7 +39,7 @@ def _location(storage: Storage, key: str) -> DatabaseLocation:
     return storage
 
 
-def _identity(location: DatabaseLocation) -> object:
+def database_identity(location: DatabaseLocation) -> object:
     """Equal for two spellings of one database (relative, absolute, through a link)."""
     if isinstance(location, SqliteLocation):
         return ("sqlite", os.path.realpath(location.path))
@@ -67,7 +67,7 @@ class Databases:
         self.default = self._lifespan(database, store)
         self._by_identity: dict[object, Lifespan] = {}
         if store is None:
-            self._by_identity[_identity(_location(database, "storage.url"))] = self.default
+            self._by_identity[database_identity(_location(database, "storage.url"))] = self.default
         self._others: list[Lifespan] = []
         #: Called once every store is open (and its cluster joined), before the
         #: hosts start, when serving and when working (the console hooks on here).
@@ -97,7 +97,7 @@ class Databases:
         if storage is None:
             return self.default
         location = _location(storage, key)
-        identity = _identity(location)
+        identity = database_identity(location)
         lifespan = self._by_identity.get(identity)
         if lifespan is None:
             lifespan = self._by_identity[identity] = self._lifespan(location, None)
