@@ -121,17 +121,25 @@ async def frames(
     ):
         assert response.status_code == 200
         event_id = None
-        async for line in response.aiter_lines():
-            if line.startswith("id:"):
-                event_id = line[3:].strip()
-            elif line.startswith("data:"):
-                data = json.loads(line[5:])
-                assert "error" not in data, data
-                received.append((event_id, data["result"]))
-                if len(received) == 1:
-                    after_first()
-                if limit is not None and len(received) == limit:
-                    break
+        # At ``limit``, a cancel, not a ``break``: it raises in httpx's innermost
+        # generator, so that each of its nested generators ends here. A ``break``
+        # (even in ``aclosing``) ends only the outer one and leaves the others, with
+        # the connection's stream, to the collector: a ResourceWarning in whichever
+        # test runs then. The rest of a chunk already read is skipped.
+        with trio.CancelScope() as reading:
+            async for line in response.aiter_lines():
+                if reading.cancel_called:
+                    continue
+                if line.startswith("id:"):
+                    event_id = line[3:].strip()
+                elif line.startswith("data:"):
+                    data = json.loads(line[5:])
+                    assert "error" not in data, data
+                    received.append((event_id, data["result"]))
+                    if len(received) == 1:
+                        after_first()
+                    if limit is not None and len(received) == limit:
+                        reading.cancel()
     return received
 
 

@@ -10,8 +10,9 @@ a shut window holds the answers in memory for as long as its client stays.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +62,14 @@ class RawH2:
         self.closed = False
 
     @classmethod
-    async def open(cls, port: int) -> RawH2:
-        connection = cls(await trio.open_tcp_stream("127.0.0.1", port))
-        connection.h2.initiate_connection()
-        await connection.flush()
-        return connection
+    @asynccontextmanager
+    async def connect(cls, port: int) -> AsyncIterator[RawH2]:
+        """A connection to ``port`` for the block; its socket closes with the block."""
+        async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+            connection = cls(stream)
+            connection.h2.initiate_connection()
+            await connection.flush()
+            yield connection
 
     async def flush(self) -> None:
         data = self.h2.data_to_send()
@@ -209,13 +213,12 @@ async def test_a_unary_grpc_answer_leaves_in_one_write(
 
     async with live_server(tmp_path, mount) as server:
         port = int(server.url.rsplit(":", 1)[1])
-        connection = await RawH2.open(port)
-        monkeypatch.setattr(trio.SocketStream, "send_all", counted)
-        await connection.answers(await _list_tasks(connection))  # the connection settles
-        writes.clear()
-        call = await _list_tasks(connection)
-        assert await connection.answers(call) == {call: "200"}
-        await connection.stream.aclose()
+        async with RawH2.connect(port) as connection:
+            monkeypatch.setattr(trio.SocketStream, "send_all", counted)
+            await connection.answers(await _list_tasks(connection))  # the connection settles
+            writes.clear()
+            call = await _list_tasks(connection)
+            assert await connection.answers(call) == {call: "200"}
 
     assert len(writes) == 1, writes
 
@@ -238,12 +241,12 @@ async def test_priority_frames_for_streams_never_opened_are_ignored(
 ) -> None:
     # Stock hypercorn added a stream to its tree for each, for good: 1,000
     # frames (a few kilobytes) from one client stopped the server.
-    connection = await RawH2.open(server.port)
-    for number in range(3_000):
-        connection.h2.prioritize(100_001 + 2 * number, weight=16)
-    await connection.flush()
+    async with RawH2.connect(server.port) as connection:
+        for number in range(3_000):
+            connection.h2.prioritize(100_001 + 2 * number, weight=16)
+        await connection.flush()
 
-    await assert_both_still_serve(connection, server)
+        await assert_both_still_serve(connection, server)
 
 
 async def test_a_body_sent_after_its_answer_is_dropped_and_the_connection_goes_on(
@@ -253,13 +256,15 @@ async def test_a_body_sent_after_its_answer_is_dropped_and_the_connection_goes_o
     # the connection, and with it the server. (A JSON-RPC call that is not
     # JSON is refused, -32005 on HTTP 200, before its body is read; Quart's
     # 404s now read the body first.)
-    connection = await RawH2.open(server.port)
-    early = connection.request("POST", "/jsonrpc", body=b'{"partial": ', content_type="text/plain")
-    await connection.flush()
-    assert await connection.answers(early) == {early: "200"}
+    async with RawH2.connect(server.port) as connection:
+        early = connection.request(
+            "POST", "/jsonrpc", body=b'{"partial": ', content_type="text/plain"
+        )
+        await connection.flush()
+        assert await connection.answers(early) == {early: "200"}
 
-    connection.h2.send_data(early, b'"rest"}' * 1000, end_stream=True)
-    await assert_both_still_serve(connection, server)
+        connection.h2.send_data(early, b'"rest"}' * 1000, end_stream=True)
+        await assert_both_still_serve(connection, server)
 
 
 async def test_event_streams_over_http2_each_end_when_their_answer_does(
@@ -331,19 +336,22 @@ async def test_the_request_limit_retires_a_connection_once_its_calls_are_answere
     with ServerProcess.configured_app_served(
         tmp_path, options=("--config", str(settings))
     ) as server:
-        connection = await RawH2.open(server.port)
-        streams = [connection.request("GET", CARD_PATH) for _ in range(10)]
-        await connection.flush()
+        async with RawH2.connect(server.port) as connection:
+            streams = [connection.request("GET", CARD_PATH) for _ in range(10)]
+            await connection.flush()
 
-        # All ten answer, though the limit passed while they were in flight...
-        assert set((await connection.answers(*streams)).values()) == {"200"}
-        # ...and then the server lets the connection go, saying all ten were served.
-        with trio.fail_after(TIMEOUT):
-            while connection.goaway is None and not connection.closed:
-                await connection.read()
-        assert connection.goaway is not None
-        assert (connection.goaway.error_code, connection.goaway.last_stream_id) == (0, streams[-1])
-        await server.assert_still_serving()
+            # All ten answer, though the limit passed while they were in flight...
+            assert set((await connection.answers(*streams)).values()) == {"200"}
+            # ...and then the server lets the connection go, saying all ten were served.
+            with trio.fail_after(TIMEOUT):
+                while connection.goaway is None and not connection.closed:
+                    await connection.read()
+            assert connection.goaway is not None
+            assert (connection.goaway.error_code, connection.goaway.last_stream_id) == (
+                0,
+                streams[-1],
+            )
+            await server.assert_still_serving()
 
 
 async def test_an_answer_the_client_never_makes_room_for_is_given_up(tmp_path: Path) -> None:
@@ -352,16 +360,16 @@ async def test_an_answer_the_client_never_makes_room_for_is_given_up(tmp_path: P
     # stayed (100 streams of 8 MB each: 1.5 GB on one connection).
     (tmp_path / "a2a.toml").write_text("[server]\nsend_timeout = 1.0\n")
     with ServerProcess.configured_app_served(tmp_path) as server:
-        connection = await RawH2.open(server.port)
-        connection.h2.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
-        card = connection.request("GET", CARD_PATH)
-        await connection.flush()
+        async with RawH2.connect(server.port) as connection:
+            connection.h2.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+            card = connection.request("GET", CARD_PATH)
+            await connection.flush()
 
-        with trio.fail_after(TIMEOUT):
-            while card not in connection.resets:
-                assert not connection.closed and connection.goaway is None
-                await connection.read()
+            with trio.fail_after(TIMEOUT):
+                while card not in connection.resets:
+                    assert not connection.closed and connection.goaway is None
+                    await connection.read()
 
-        assert connection.statuses[card] == "200"
-        assert connection.resets[card] == h2.errors.ErrorCodes.CANCEL
-        await server.assert_still_serving()
+            assert connection.statuses[card] == "200"
+            assert connection.resets[card] == h2.errors.ErrorCodes.CANCEL
+            await server.assert_still_serving()
