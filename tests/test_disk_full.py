@@ -8,6 +8,7 @@ on a full production disk; deleting the ballast gives the space back.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -18,6 +19,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import grpc
 import psycopg
 import pytest
 import trio
@@ -32,6 +34,7 @@ from a2a_trio.store.url import PostgresLocation
 from .agents import Gate, ScriptedExecutor
 from .conftest import LiveServer, live_server, make_card, user_message
 from .postgres import database_for, postgres_changes
+from .test_grpc_binding import Channel, error_info, send_request
 
 #: How long recovery may take once space is back (the ending retries back off to 10 s).
 RECOVERY = 30.0
@@ -322,6 +325,76 @@ async def test_a_continuation_whose_work_cannot_be_stored_leaves_the_task_paused
         "Ada",
         "done",
     ]
+
+
+async def streamed(server: LiveServer, binding: str, message: dict[str, Any]) -> list[Any]:
+    """SendStreamingMessage's frames (gRPC: its messages, then the call, whose status ends it)."""
+    if binding == "jsonrpc":
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage"}
+        return await server.sse("POST", "/jsonrpc", json={**body, "params": {"message": message}})
+    if binding == "rest":
+        return await server.sse("POST", "/rest/message:stream", json={"message": message})
+    request = send_request(message["parts"][0]["text"])
+    request.message.message_id, request.message.task_id = message["messageId"], message["taskId"]
+    channel = Channel(server)
+    try:
+        call = channel.stream("SendStreamingMessage", request)
+
+        def relayed() -> list[Any]:
+            got: list[Any] = []
+            with contextlib.suppress(grpc.RpcError):
+                got.extend(call)
+            return [*got, call]
+
+        return await trio.to_thread.run_sync(relayed)
+    finally:
+        channel.close()
+
+
+def ends_storage_full(binding: str, frames: list[Any]) -> bool:
+    """Whether the stream's last frame (gRPC: its status) says STORAGE_FULL."""
+    last = frames[-1]
+    if binding == "jsonrpc":
+        return storage_full(last)
+    if binding == "rest":
+        error = last.get("error") or {}
+        return error.get("status") == "RESOURCE_EXHAUSTED" and [
+            detail.get("reason") for detail in error.get("details") or []
+        ] == ["STORAGE_FULL"]
+    return bool(
+        last.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        and error_info(last).reason == "STORAGE_FULL"
+    )
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "rest", "grpc"])
+async def test_a_streamed_continuation_whose_work_cannot_be_stored_ends_with_storage_full(
+    small_disk: Path, binding: str
+) -> None:
+    # The stream had begun (the task as continued) when the agent's first
+    # event found no space: its client must hear STORAGE_FULL, as a blocking
+    # one does, not a stream that just stops with the task still paused.
+    executor = WaitingContinuation()
+    async with full_disk_server(small_disk, executor) as (server, ballast):
+        task_id = await start(server, "ask")
+        message = user_message("Ada", taskId=task_id)
+        frames: list[Any] = []
+        async with trio.open_nursery() as nursery:
+
+            async def relay() -> None:
+                frames.extend(await streamed(server, binding, message))
+
+            nursery.start_soon(relay)
+            await executor.turn.reached.wait()
+            await fill(server, ballast)
+            executor.turn.release.set()
+        paused = await state(server, task_id)
+        ballast.free()
+        retried = await server.jsonrpc("SendMessage", {"message": message})
+    assert paused == "TASK_STATE_INPUT_REQUIRED"
+    assert len(frames) == 2, frames  # the task as continued, then the error
+    assert ends_storage_full(binding, frames), frames
+    assert retried["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
 # --- PostgreSQL -----------------------------------------------------------------------------

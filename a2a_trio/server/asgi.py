@@ -23,6 +23,7 @@ import trio
 from werkzeug.http import parse_cookie
 
 from ..protocol import (
+    A2AError,
     InvalidRequestError,
     PayloadTooLargeError,
     RequestTimeoutError,
@@ -281,12 +282,14 @@ class EventStreamBody:
     """An SSE body: each event rendered by ``render(event, its JSON text)``, with keep-alives.
 
     A 1.0 stream wraps the recorded JSON text as it is; a 0.3 stream writes
-    the event in its own shape.
+    the event in its own shape. An error that ends the stream (see
+    :meth:`TaskEventStream.receive`) is its last frame, ``render_error(error)``.
     """
 
     stream: TaskEventStream
     render: Callable[[StreamResponse, str], str]
     keepalive: float
+    render_error: Callable[[A2AError], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,9 +343,11 @@ async def _relay(body: EventStreamBody, send: Send) -> bytes:
     """Relay the stream's events; returns the end of the body, for the caller to send.
 
     The events already there when one arrives go in the same write; those
-    published with the end of the stream go with the end of the body.
+    published with the end of the stream go with the end of the body, and
+    so does the error that ended it, if one did.
     """
     stream = body.stream
+    frames: list[bytes] = []
     try:
         while True:
             # receive_rendered() is cancel-safe: a keep-alive timeout loses nothing.
@@ -364,6 +369,9 @@ async def _relay(body: EventStreamBody, send: Send) -> bytes:
                     break
                 frames.append(format_event(body.render(ready[1], ready[2]), event_id=ready[0]))
             await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
+            frames = []
+    except A2AError as error:
+        return b"".join([*frames, format_event(body.render_error(error))])
     except Exception:
         log.exception("event stream failed")
         return b""
