@@ -216,13 +216,19 @@ class ProtocolRequest:
 
         The rest of the body is still on its way; a client that reused the
         connection would find it closed under its next request, so the answer
-        says ``Connection: close`` (HTTP/2 refuses the stream alone).
+        says ``Connection: close`` (HTTP/2 refuses the stream alone). So is a
+        body refused before any of it was read (on its headers: a media type,
+        a version, a method), if the request has one.
         """
         return (
-            self._body_begun
-            and not self._body_ended
+            not self._body_ended
+            and (self._body_begun or self._declares_body)
             and str(self.scope.get("http_version", "1.1")).startswith("1")
         )
+
+    @property
+    def _declares_body(self) -> bool:
+        return bool(self.content_length) or self.header("transfer-encoding") is not None
 
     async def _read_body(self, limit: int, cost: int) -> bytes:
         declared = self.content_length
