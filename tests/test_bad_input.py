@@ -151,6 +151,29 @@ async def test_a_body_over_the_limit_is_refused(server: LiveServer) -> None:
     await assert_still_serving(server)
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "status"),
+    [
+        ("POST", "/jsonrpc", {"Content-Type": "text/plain"}, 200),
+        ("GET", "/jsonrpc", {"Content-Type": "application/json"}, 405),
+        ("POST", "/rest/message:send", {"A2A-Version": "9.9"}, 400),
+    ],
+    ids=["media-type", "method", "version"],
+)
+async def test_a_body_refused_before_any_of_it_is_read_closes_the_connection(
+    server: LiveServer, method: str, path: str, headers: dict[str, str], status: int
+) -> None:
+    # Refused on its headers alone, the body is still on its way: the server
+    # closes the connection after the answer, which must say so, or a client
+    # that sends its next request on it (pipelined, or reused at that instant)
+    # loses it.
+    body = b'{"x": "' + b"x" * (48 * 1024) + b'"}'
+    response = await server.client.request(method, path, content=body, headers=headers)
+    assert response.status_code == status, response.text
+    assert response.headers.get("connection") == "close", response.headers
+    await assert_still_serving(server)
+
+
 async def test_a_body_read_to_its_end_keeps_the_connection(server: LiveServer) -> None:
     response = await server.client.post(
         "/jsonrpc", content=b"{not json", headers={"Content-Type": "application/json"}

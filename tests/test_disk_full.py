@@ -8,6 +8,7 @@ on a full production disk; deleting the ballast gives the space back.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -18,6 +19,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import grpc
 import psycopg
 import pytest
 import trio
@@ -31,7 +33,8 @@ from a2a_trio.store.url import PostgresLocation
 
 from .agents import Gate, ScriptedExecutor
 from .conftest import LiveServer, live_server, make_card, user_message
-from .postgres import database_for, postgres_changes
+from .postgres import admin_connect, database_for, postgres_changes
+from .test_grpc_binding import Channel, error_info, send_request
 
 #: How long recovery may take once space is back (the ending retries back off to 10 s).
 RECOVERY = 30.0
@@ -324,6 +327,119 @@ async def test_a_continuation_whose_work_cannot_be_stored_leaves_the_task_paused
     ]
 
 
+async def refused_continuation(
+    server: LiveServer, ballast: Ballast, executor: WaitingContinuation, task_id: str
+) -> dict[str, Any]:
+    """A follow-up whose message is stored and whose agent's first event finds no space."""
+    message = user_message("Ada", taskId=task_id)
+    async with trio.open_nursery() as nursery:
+
+        async def refused_while_full() -> None:
+            assert storage_full(await server.jsonrpc("SendMessage", {"message": message}))
+
+        nursery.start_soon(refused_while_full)
+        await executor.turn.reached.wait()
+        await fill(server, ballast)
+        executor.turn.release.set()
+    return message
+
+
+async def test_a_restart_before_the_retry_leaves_the_task_paused_for_it(small_disk: Path) -> None:
+    # The log ends with the user's message, as a follow-up under way at a
+    # crash leaves it (which a restart ends FAILED); this one was answered
+    # STORAGE_FULL, so its pause is said again once the store takes it (here
+    # by the stop's last try, space back just before).
+    executor = WaitingContinuation()
+    async with full_disk_server(small_disk, executor) as (server, ballast):
+        task_id = await start(server, "ask")
+        message = await refused_continuation(server, ballast, executor, task_id)
+        ballast.free()
+    again = WaitingContinuation()
+    again.turn.release.set()
+    async with full_disk_server(small_disk, again) as (server, _):
+        restarted = await state(server, task_id)
+        retried = await server.jsonrpc("SendMessage", {"message": message})
+        history = await server.jsonrpc("GetTask", {"id": task_id})
+    assert restarted == "TASK_STATE_INPUT_REQUIRED"
+    assert retried["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", retried
+    assert [m["parts"][0]["text"] for m in history["result"]["history"]] == [
+        "ask",
+        "What is your name?",
+        "Ada",
+        "done",
+    ]
+
+
+async def streamed(server: LiveServer, binding: str, message: dict[str, Any]) -> list[Any]:
+    """SendStreamingMessage's frames (gRPC: its messages, then the call, whose status ends it)."""
+    if binding == "jsonrpc":
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage"}
+        return await server.sse("POST", "/jsonrpc", json={**body, "params": {"message": message}})
+    if binding == "rest":
+        return await server.sse("POST", "/rest/message:stream", json={"message": message})
+    request = send_request(message["parts"][0]["text"])
+    request.message.message_id, request.message.task_id = message["messageId"], message["taskId"]
+    channel = Channel(server)
+    try:
+        call = channel.stream("SendStreamingMessage", request)
+
+        def relayed() -> list[Any]:
+            got: list[Any] = []
+            with contextlib.suppress(grpc.RpcError):
+                got.extend(call)
+            return [*got, call]
+
+        return await trio.to_thread.run_sync(relayed)
+    finally:
+        channel.close()
+
+
+def ends_storage_full(binding: str, frames: list[Any]) -> bool:
+    """Whether the stream's last frame (gRPC: its status) says STORAGE_FULL."""
+    last = frames[-1]
+    if binding == "jsonrpc":
+        return storage_full(last)
+    if binding == "rest":
+        error = last.get("error") or {}
+        return error.get("status") == "RESOURCE_EXHAUSTED" and [
+            detail.get("reason") for detail in error.get("details") or []
+        ] == ["STORAGE_FULL"]
+    return bool(
+        last.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        and error_info(last).reason == "STORAGE_FULL"
+    )
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "rest", "grpc"])
+async def test_a_streamed_continuation_whose_work_cannot_be_stored_ends_with_storage_full(
+    small_disk: Path, binding: str
+) -> None:
+    # The stream had begun (the task as continued) when the agent's first
+    # event found no space: its client must hear STORAGE_FULL, as a blocking
+    # one does, not a stream that just stops with the task still paused.
+    executor = WaitingContinuation()
+    async with full_disk_server(small_disk, executor) as (server, ballast):
+        task_id = await start(server, "ask")
+        message = user_message("Ada", taskId=task_id)
+        frames: list[Any] = []
+        async with trio.open_nursery() as nursery:
+
+            async def relay() -> None:
+                frames.extend(await streamed(server, binding, message))
+
+            nursery.start_soon(relay)
+            await executor.turn.reached.wait()
+            await fill(server, ballast)
+            executor.turn.release.set()
+        paused = await state(server, task_id)
+        ballast.free()
+        retried = await server.jsonrpc("SendMessage", {"message": message})
+    assert paused == "TASK_STATE_INPUT_REQUIRED"
+    assert len(frames) == 2, frames  # the task as continued, then the error
+    assert ends_storage_full(binding, frames), frames
+    assert retried["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
 # --- PostgreSQL -----------------------------------------------------------------------------
 
 #: What PostgreSQL says when a data file cannot grow, with its SQLSTATE (53100).
@@ -360,6 +476,64 @@ async def test_on_postgresql_disk_full_answers_storage_full_and_readiness_says_s
     assert "No space left on device" in full.json()["checks"]["storage"]
     assert again["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert (back.status_code, back.json()["checks"]["storage"]) == (200, "ok")
+
+
+#: The same error for the agent's events only (a status row): the follow-up's message is stored.
+PG_EVENTS_FULL = (
+    PG_DISK_FULL[0],
+    "CREATE TRIGGER disk_full BEFORE INSERT ON task_events FOR EACH ROW"
+    " WHEN (NEW.kind = 'status') EXECUTE FUNCTION disk_full()",
+)
+PG_EVENTS_BACK = ("DROP TRIGGER IF EXISTS disk_full ON task_events", PG_DISK_BACK[1])
+
+
+def last_kind(location: PostgresLocation, task_id: str) -> object:
+    """The kind of the task's last event in its log."""
+    with admin_connect(location) as admin:
+        row = admin.execute(
+            "SELECT kind FROM task_events WHERE task_id = %s ORDER BY seq DESC LIMIT 1", [task_id]
+        ).fetchone()
+    return None if row is None else row[0]
+
+
+async def test_on_postgresql_a_process_starting_before_the_retry_leaves_the_task_paused(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # Another process starting on the database ends the tasks no live process
+    # holds whose log ends with a user's message (a follow-up under way at a
+    # crash): the refused follow-up's task must say it is paused before then.
+    url = database_for("postgresql", tmp_path, request)
+    location: PostgresLocation = request.getfixturevalue("postgres")
+    executor = WaitingContinuation()
+
+    def configure(app: A2AApp) -> None:
+        app.mount("", card=make_card(), executor=executor)
+
+    async with live_server(tmp_path, configure, database=url) as server:
+        task_id = await start(server, "ask")
+        message = user_message("Ada", taskId=task_id)
+        with postgres_changes(location, PG_EVENTS_FULL, PG_EVENTS_BACK):
+            async with trio.open_nursery() as nursery:
+
+                async def refused_while_full() -> None:
+                    answer = await server.jsonrpc("SendMessage", {"message": message})
+                    assert storage_full(answer), answer
+
+                nursery.start_soon(refused_while_full)
+                await executor.turn.reached.wait()
+                executor.turn.release.set()
+        with trio.fail_after(RECOVERY):  # the pause said again, as its log now ends
+            while True:  # polled: the log is what the test watches
+                if last_kind(location, task_id) == "status":
+                    break
+                await trio.sleep(0.05)
+        executor = WaitingContinuation()
+        executor.turn.release.set()
+        async with live_server(tmp_path, configure, database=url) as other:
+            started = await state(other, task_id)
+            retried = await other.jsonrpc("SendMessage", {"message": message})
+    assert started == "TASK_STATE_INPUT_REQUIRED"
+    assert retried["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", retried
 
 
 # --- the condition alone ----------------------------------------------------------------------

@@ -27,7 +27,7 @@ async def test_an_idle_stream_sends_a_keepalive_comment_every_interval(
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
         stream = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
-        response = _event_stream(stream, lambda _, text: text, keepalive=15.0)
+        response = _event_stream(stream, lambda _, text: text, 15.0, str)
         chunks: list[tuple[float, bytes]] = []
         started = trio.current_time()
 
@@ -60,7 +60,7 @@ async def test_a_client_that_goes_away_ends_the_relay_but_not_the_task(
         task = await sent_task(host, "hold", return_immediately=True)
         await executor.gate.reached.wait()
         stream = await host.subscribe(SubscribeToTaskRequest(id=task.id), ALICE)
-        response = _event_stream(stream, lambda _, text: text, keepalive=15.0)
+        response = _event_stream(stream, lambda _, text: text, 15.0, str)
         frames: list[bytes] = []
 
         async def send(message: dict[str, Any]) -> None:
@@ -96,7 +96,7 @@ async def test_a_message_stream_holds_its_task_only_until_it_ends_or_its_client_
             if message["type"] == "http.response.body":
                 frames.append(message["body"])
 
-        await _event_stream(finished, lambda _, text: text, keepalive=15.0).send(
+        await _event_stream(finished, lambda _, text: text, 15.0, str).send(
             collect, trio.sleep_forever
         )
         assert b"TASK_STATE_COMPLETED" in b"".join(frames)
@@ -111,7 +111,7 @@ async def test_a_message_stream_holds_its_task_only_until_it_ends_or_its_client_
             return {"type": "http.disconnect"}
 
         with trio.fail_after(5):
-            await _event_stream(held, lambda _, text: text, keepalive=15.0).send(collect, leave)
+            await _event_stream(held, lambda _, text: text, 15.0, str).send(collect, leave)
         assert host.state.live.tasks[task_id].users == 1
         executor.gate.release.set()
         await trio.sleep(1)

@@ -12,7 +12,7 @@ import trio
 
 from ..config import ConfigError, build_app
 from ..server import A2AApp
-from ..store import DatabaseInUseError
+from ..store import DatabaseInUseError, DatabaseUnopenable
 from ..store.postgres import DatabaseUnavailable
 from .commands import config_option, settings_at
 from .errors import CannotRun
@@ -120,7 +120,7 @@ def serve(
             # Held from here on; refused in one line rather than as a failed
             # start-up deep inside hypercorn.
             await app.databases.open()
-        except (DatabaseInUseError, DatabaseUnavailable) as error:
+        except (DatabaseInUseError, DatabaseUnavailable, DatabaseUnopenable) as error:
             refuse(str(error))
         first = trio.Event()
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -241,7 +241,7 @@ def worker(
                     if metrics_bind is not None:  # a port in use: refused before any work
                         await nursery.start(_metrics, app, metrics_bind)
                     await nursery.start(work)
-                except (ValueError, DatabaseUnavailable) as error:
+                except (ValueError, DatabaseUnavailable, DatabaseUnopenable) as error:
                     nursery.cancel_scope.cancel()
                     return str(error)
                 queued = agents or [n for n, m in app.mounts.items() if m.host.queued]

@@ -31,6 +31,7 @@ from .executor import AgentEvent, AgentExecutor, EventQueue, Principal, RequestC
 from .recorder import Recorder
 from .retries import Retries
 from .state import ABANDONED, Entry, Execution, HostState, LiveTask, TurnMessage
+from .withdrawals import PendingWithdrawals
 
 __all__ = ["ExecutionQueue", "Executions"]
 
@@ -94,6 +95,8 @@ class Executions:
             end=self._end_pending,
             release=self._release,
         )
+        #: Refused follow-ups whose task's pause waits to be stored again.
+        self._withdrawals = PendingWithdrawals(state, recorder)
 
     def start(self, live: LiveTask, execution: Execution) -> None:
         """Run ``execute`` in the host nursery; the execution holds its task until done.
@@ -170,9 +173,12 @@ class Executions:
                 ending = ending_of(cancel_requested=execution.cancel_requested)
                 if not await self._pending.end_now(live, ending, lease):
                     lease = None  # held until the ending is stored
-            # Else nothing of this execution was stored (a continuation's message
-            # at most, which its retry repeats): the task stays as it was, a
-            # paused one paused, as the client told STORAGE_FULL expects.
+            elif began:
+                # A continuation's message was stored, nothing after it: the
+                # task stays paused, as the client told STORAGE_FULL expects,
+                # and says so in its log once it can (see withdrawals).
+                self._withdrawals.add(live.task_id, execution.start_seq)
+            # Else nothing of this execution was stored: the task stays as it was.
             if full is not None:
                 execution.error = full  # retryable: the client tries again
             elif not execution.first.is_set():
@@ -202,7 +208,8 @@ class Executions:
 
         Its client is answered STORAGE_FULL ("nothing was stored, try again"):
         ending the paused task FAILED would turn that retry away. The message
-        stays in the log; the retry's equal copy is shown once (HistoryWindow).
+        stays in the log, its pause said again after it once the store takes
+        it (:mod:`.withdrawals`); the retry's equal copy is shown once (HistoryWindow).
         A cancel asked meanwhile still ends the task CANCELED.
         """
         return (

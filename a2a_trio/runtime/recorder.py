@@ -317,6 +317,10 @@ class Recorder:
         """Host-imposed ending (CANCELED or FAILED) with the reason as status message."""
         await self.write(live, lambda share: self._writes.ending(live, share, state, reason))
 
+    async def restate(self, live: LiveTask) -> None:
+        """Record the task's status again, unchanged (see :meth:`TaskWrites.restated`)."""
+        await self.write(live, lambda share: self._writes.restated(live, share))
+
     async def end_if_open(self, live: LiveTask, state: TaskState, reason: str) -> None:
         """:meth:`end` the task unless it is final (creating it first, if need be)."""
         await self.write(

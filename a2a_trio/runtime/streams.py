@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..protocol import StreamResponse, TaskState
+from ..protocol import A2AError, StreamResponse, TaskState
 from .feed import FeedItem
 
 if TYPE_CHECKING:
@@ -62,6 +62,8 @@ class TaskEventStream:
         self._execution = execution
         self._stop_on_interrupt = stop_on_interrupt
         self._finished = finished
+        # What ended the execution after the stream began, told once at the end.
+        self._failure: A2AError | None = None
         self._closed = False
 
     def on_close(self, callback: Callable[[bool], object]) -> None:
@@ -74,7 +76,13 @@ class TaskEventStream:
         return cls(None, "", 0, [(None, response, None)], finished=True)
 
     async def receive(self) -> tuple[int | None, StreamResponse]:
-        """The next event and its log sequence; raises ``trio.EndOfChannel`` at the end."""
+        """The next event and its log sequence; raises ``trio.EndOfChannel`` at the end.
+
+        A stream whose execution failed after the stream began, with no final
+        or paused state to tell (a follow-up whose first event found the disk
+        full: STORAGE_FULL, the task left paused for its retry), raises that
+        error at its end instead, once.
+        """
         seq, response, _ = await self.receive_rendered()
         return seq, response
 
@@ -105,6 +113,9 @@ class TaskEventStream:
                 return seq, response, text if text is not None else response.to_json()
             if self._finished or self._host is None:
                 self.close()
+                failure, self._failure = self._failure, None
+                if failure is not None:
+                    raise failure
                 raise trio.EndOfChannel
             live = await self._hold(self._host)
             if live is None:  # the task is gone (pruned)
@@ -130,6 +141,7 @@ class TaskEventStream:
             execution = self._execution
             if execution is not None and execution.done.is_set() and not live.left_running:
                 self._finished = True
+                self._failure = execution.error
                 continue
             snapshot = feed.snapshot
             if self._execution is None and snapshot is not None and snapshot.status.state.is_final:

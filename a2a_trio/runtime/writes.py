@@ -298,6 +298,20 @@ class TaskWrites:
         updated = apply_status(snapshot, event)
         self.append(live, share, updated, "status", response.to_json(), response, _said(event))
 
+    def restated(self, live: LiveTask, share: Share) -> None:
+        """The task's status again, unchanged: the turn a stored message began is over.
+
+        Its message, if it has one, is the one the history shows already: an
+        equal copy shows once (``HistoryWindow``).
+        """
+        snapshot = live.feed.current
+        assert snapshot is not None
+        event = TaskStatusUpdateEvent(
+            task_id=snapshot.id, context_id=snapshot.context_id or "", status=snapshot.status
+        )
+        response = StreamResponse(status_update=event)
+        self.append(live, share, snapshot, "status", response.to_json(), response, _said(event))
+
     def ending_if_open(self, live: LiveTask, share: Share, state: TaskState, reason: str) -> None:
         snapshot = live.feed.current
         if snapshot is None:

@@ -23,6 +23,7 @@ import trio
 from werkzeug.http import parse_cookie
 
 from ..protocol import (
+    A2AError,
     InvalidRequestError,
     PayloadTooLargeError,
     RequestTimeoutError,
@@ -215,13 +216,19 @@ class ProtocolRequest:
 
         The rest of the body is still on its way; a client that reused the
         connection would find it closed under its next request, so the answer
-        says ``Connection: close`` (HTTP/2 refuses the stream alone).
+        says ``Connection: close`` (HTTP/2 refuses the stream alone). So is a
+        body refused before any of it was read (on its headers: a media type,
+        a version, a method), if the request has one.
         """
         return (
-            self._body_begun
-            and not self._body_ended
+            not self._body_ended
+            and (self._body_begun or self._declares_body)
             and str(self.scope.get("http_version", "1.1")).startswith("1")
         )
+
+    @property
+    def _declares_body(self) -> bool:
+        return bool(self.content_length) or self.header("transfer-encoding") is not None
 
     async def _read_body(self, limit: int, cost: int) -> bytes:
         declared = self.content_length
@@ -281,12 +288,14 @@ class EventStreamBody:
     """An SSE body: each event rendered by ``render(event, its JSON text)``, with keep-alives.
 
     A 1.0 stream wraps the recorded JSON text as it is; a 0.3 stream writes
-    the event in its own shape.
+    the event in its own shape. An error that ends the stream (see
+    :meth:`TaskEventStream.receive`) is its last frame, ``render_error(error)``.
     """
 
     stream: TaskEventStream
     render: Callable[[StreamResponse, str], str]
     keepalive: float
+    render_error: Callable[[A2AError], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,9 +349,11 @@ async def _relay(body: EventStreamBody, send: Send) -> bytes:
     """Relay the stream's events; returns the end of the body, for the caller to send.
 
     The events already there when one arrives go in the same write; those
-    published with the end of the stream go with the end of the body.
+    published with the end of the stream go with the end of the body, and
+    so does the error that ended it, if one did.
     """
     stream = body.stream
+    frames: list[bytes] = []
     try:
         while True:
             # receive_rendered() is cancel-safe: a keep-alive timeout loses nothing.
@@ -364,6 +375,9 @@ async def _relay(body: EventStreamBody, send: Send) -> bytes:
                     break
                 frames.append(format_event(body.render(ready[1], ready[2]), event_id=ready[0]))
             await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
+            frames = []
+    except A2AError as error:
+        return b"".join([*frames, format_event(body.render_error(error))])
     except Exception:
         log.exception("event stream failed")
         return b""

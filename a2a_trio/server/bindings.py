@@ -196,10 +196,11 @@ def _event_stream(
     stream: TaskEventStream,
     render: Callable[[StreamResponse, str], str],
     keepalive: float,
+    render_error: Callable[[A2AError], str],
 ) -> ProtocolResponse:
     return ProtocolResponse(
         200,
-        EventStreamBody(stream, render, keepalive),
+        EventStreamBody(stream, render, keepalive, render_error),
         content_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -284,13 +285,17 @@ def _jsonrpc_error(
     a2a-sdk 0.3's server sends an error the operation raised inside the
     stream; so does this one, for 0.3.
     """
-    member = error_to_v0_3(error) if v0_3 else error.to_jsonrpc()
-    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": member}, separators=(",", ":"))
+    body = _jsonrpc_error_text(request_id, error, v0_3=v0_3)
     if in_stream:
         frame = f"data: {body}\n\n".encode()
         return ProtocolResponse(200, frame, "text/event-stream", {"Cache-Control": "no-cache"})
     status = error.http_status if error.http_status in _JSONRPC_HTTP_STATUSES else 200
     return _json(body, status, _error_headers(error))
+
+
+def _jsonrpc_error_text(request_id: Any, error: A2AError, *, v0_3: bool = False) -> str:
+    member = error_to_v0_3(error) if v0_3 else error.to_jsonrpc()
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": member}, separators=(",", ":"))
 
 
 def _error_headers(error: A2AError) -> dict[str, str]:
@@ -366,16 +371,19 @@ async def handle_jsonrpc(
         request.outcome = InternalError.spec.reason
         return _jsonrpc_error(request_id, InternalError(), v0_3=v0_3)
     if isinstance(outcome, TaskEventStream):
+        in_the_end = partial(_jsonrpc_error_text, request_id, v0_3=v0_3)
         if v0_3:
             return _event_stream(
                 outcome,
                 lambda event, _: _jsonrpc_result(request_id, jsonrpc_event_v0_3(event)),
                 settings.keepalive_interval,
+                in_the_end,
             )
         return _event_stream(
             outcome,
             lambda _, text: _jsonrpc_result(request_id, text),
             settings.keepalive_interval,
+            in_the_end,
         )
     if v0_3:
         result = dumps(jsonrpc_result_v0_3(outcome, mount.signer))
@@ -391,8 +399,12 @@ def rest_error(error: A2AError, *, v0_3: bool = False) -> ProtocolResponse:
     headers = _error_headers(error)
     if isinstance(error, MethodNotAllowedError) and error.allowed:
         headers["Allow"] = ", ".join(error.allowed)
+    return _json(_rest_error_text(error, v0_3=v0_3), error.http_status, headers)
+
+
+def _rest_error_text(error: A2AError, *, v0_3: bool = False) -> str:
     body = rest_error_to_v0_3(error) if v0_3 else error.to_http()
-    return _json(json.dumps(body, separators=(",", ":")), error.http_status, headers)
+    return json.dumps(body, separators=(",", ":"))
 
 
 async def handle_rest(
@@ -434,11 +446,15 @@ async def handle_rest(
         request.outcome = InternalError.spec.reason
         return rest_error(InternalError(), v0_3=v0_3)
     if isinstance(outcome, TaskEventStream):
+        in_the_end = partial(_rest_error_text, v0_3=v0_3)
         if v0_3:
             return _event_stream(
-                outcome, lambda event, _: rest_event_v0_3(event), settings.keepalive_interval
+                outcome,
+                lambda event, _: rest_event_v0_3(event),
+                settings.keepalive_interval,
+                in_the_end,
             )
-        return _event_stream(outcome, _as_is, settings.keepalive_interval)
+        return _event_stream(outcome, _as_is, settings.keepalive_interval, in_the_end)
     if v0_3:
         return _json(dumps(rest_body_v0_3(outcome, mount.signer)))
     return _json(outcome.to_json())

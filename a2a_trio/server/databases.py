@@ -33,7 +33,7 @@ Storage = str | Path | DatabaseLocation
 
 def _location(storage: Storage, key: str) -> DatabaseLocation:
     if isinstance(storage, Path):
-        return SqliteLocation(storage)
+        return SqliteLocation(storage, key)
     if isinstance(storage, str):
         return parse_database_url(storage, key=key)
     return storage

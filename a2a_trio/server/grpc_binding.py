@@ -256,9 +256,11 @@ async def _relay(stream: TaskEventStream, receive: Receive, reply: _Reply) -> No
     """Each recorded event as one StreamResponse message, until the stream ends.
 
     A client that leaves ends the relay (:class:`ClientGone`), never the task:
-    the stream lets go of it and the task goes on.
+    the stream lets go of it and the task goes on. An error that ends the
+    stream (see :meth:`TaskEventStream.receive`) is raised, for its status.
     """
     ended = False
+    failure: A2AError | None = None
     try:
         async with trio.open_nursery() as nursery:
 
@@ -275,9 +277,14 @@ async def _relay(stream: TaskEventStream, receive: Receive, reply: _Reply) -> No
                 except trio.EndOfChannel:
                     ended = True
                     break
+                except A2AError as error:  # raised out here: a nursery would wrap it
+                    ended, failure = True, error
+                    break
                 await reply.message(to_proto(event))
             nursery.cancel_scope.cancel()
     finally:
         stream.close()
     if not ended:
         raise ClientGone
+    if failure is not None:
+        raise failure

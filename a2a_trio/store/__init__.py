@@ -34,12 +34,13 @@ from .rounds import (
     StaleTask,
 )
 from .secrets import SecretBox, SecretKeyError
-from .sqlite import SqliteStore
+from .sqlite import DatabaseUnopenable, SqliteStore
 
 __all__ = [
     "Attempt",
     "Browse",
     "DatabaseInUseError",
+    "DatabaseUnopenable",
     "Delivery",
     "EventKind",
     "EventWrite",

@@ -28,7 +28,7 @@ def store_at(
     serving process lives there without a heartbeat).
     """
     if isinstance(database, Path):
-        database = SqliteLocation(database)
+        database = SqliteLocation(database, key)
     elif isinstance(database, str):
         database = parse_database_url(database, key=key)
     if isinstance(database, PostgresLocation):
@@ -37,4 +37,4 @@ def store_at(
         return PostgresStore(
             database, secret_key=secret_key, pool=pool, lease_seconds=lease_seconds
         )
-    return SqliteStore(database.path, secret_key=secret_key)
+    return SqliteStore(database.path, secret_key=secret_key, key=database.key)

@@ -26,6 +26,8 @@ class SqliteLocation:
     """A SQLite database file."""
 
     path: Path
+    #: The setting it came from (``storage.url``, ``agents[0].storage``), for messages.
+    key: str = field(default="storage.url", compare=False)
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,12 @@ def parse_database_url(value: str, *, key: str = "storage.url") -> DatabaseLocat
     """
     if not value.strip():
         raise DatabaseURLError(f"{key}: empty; give a path or a URL such as {DEFAULT_URL}")
+    # No file name and no PostgreSQL name can hold one (libpq would cut the
+    # name short there: another database). A URL's %00 is one too.
+    if "\x00" in (unquote(value) if "://" in value else value):
+        raise DatabaseURLError(f"{key}: holds U+0000 (NUL), which no file or database name can")
     if "://" not in value:
-        return SqliteLocation(Path(value))
+        return SqliteLocation(Path(value), key)
     scheme = value.split("://", 1)[0].lower()
     if scheme == "sqlite":
         return _parse_sqlite(value, key)
@@ -88,7 +94,7 @@ def _parse_sqlite(value: str, key: str) -> SqliteLocation:
     rest = value.split("://", 1)[1]
     if not rest.startswith("/") or rest == "/":
         raise DatabaseURLError(f"{key}: a SQLite URL is sqlite:///path/to/file.db")
-    return SqliteLocation(Path(unquote(rest[1:])))
+    return SqliteLocation(Path(unquote(rest[1:])), key)
 
 
 def _parse_postgres(value: str, key: str) -> PostgresLocation:

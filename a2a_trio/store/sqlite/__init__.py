@@ -6,6 +6,7 @@ docs/storage.md describes the schema.
 
 from __future__ import annotations
 
+from .database import DatabaseUnopenable
 from .store import SqliteStore
 
-__all__ = ["SqliteStore"]
+__all__ = ["DatabaseUnopenable", "SqliteStore"]

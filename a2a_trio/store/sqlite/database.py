@@ -27,7 +27,7 @@ from ..schema import SCHEMA_VERSION, migrate
 from ..secrets import SecretBox, development_key
 from ..space import StorageCondition, is_disk_full
 
-__all__ = ["Database", "Synchronous"]
+__all__ = ["Database", "DatabaseUnopenable", "Synchronous"]
 
 T = TypeVar("T")
 #: SQLite's ``PRAGMA synchronous`` levels a store may run at.
@@ -50,6 +50,10 @@ class _Connections:
     box: SecretBox
 
 
+class DatabaseUnopenable(RuntimeError):
+    """The SQLite file cannot be opened (no such directory, no permission, not a database)."""
+
+
 class Database:
     """The SQLite file at ``path``: its connections, its write turn and its WAL.
 
@@ -65,8 +69,11 @@ class Database:
         space: StorageCondition,
         secret_key: str | bytes | None = None,
         synchronous: Synchronous = "NORMAL",
+        key: str = "storage.url",
     ) -> None:
         self.path = path
+        #: The setting that named the file (``storage.url``, ``agents[0].storage``).
+        self.key = key
         #: Where a write refused for lack of space is noted (and raised from).
         self.space = space
         self._secret_key = secret_key
@@ -98,6 +105,12 @@ class Database:
         With ``exclusive``, the serving lock is taken before connecting and
         held until :meth:`close`; an in-memory database needs none.
         """
+        try:
+            self._connect(exclusive)
+        except (OSError, sqlite3.DatabaseError) as error:
+            raise DatabaseUnopenable(self._unopenable(error)) from error
+
+    def _connect(self, exclusive: bool) -> None:
         locked_now = False
         if exclusive and self._lock is None and not self.in_memory:
             lock = ServingLock(self.path)
@@ -110,6 +123,17 @@ class Database:
                 if locked_now:
                     self._release_lock()
                 raise
+
+    def _unopenable(self, error: OSError | sqlite3.DatabaseError) -> str:
+        """Why the file cannot be opened, in one line naming its setting."""
+        directory = Path(self.path).parent
+        if not directory.is_dir():
+            reason = f"the directory {directory} does not exist"
+        elif isinstance(error, OSError):
+            reason = error.strerror or str(error)
+        else:
+            reason = str(error)
+        return f"{self.key}: cannot open the SQLite database {self.path}: {reason}"
 
     def _open(self) -> _Connections:
         conn = self._new_connection()

@@ -65,6 +65,7 @@ class SqliteStore(Store):
         *,
         secret_key: str | bytes | None = None,
         synchronous: Synchronous = "NORMAL",
+        key: str = "storage.url",
     ) -> None:
         self.path = self.display = str(path)
         #: Rounds carrying this many characters of payload or more are written
@@ -75,7 +76,7 @@ class SqliteStore(Store):
         self.space = StorageCondition(self.display)
         #: The file, its connections and its WAL.
         self.database = Database(
-            self.path, space=self.space, secret_key=secret_key, synchronous=synchronous
+            self.path, space=self.space, secret_key=secret_key, synchronous=synchronous, key=key
         )
 
     # --- lifetime -----------------------------------------------------------------
