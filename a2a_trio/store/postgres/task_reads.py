@@ -10,10 +10,12 @@ A read whose leader is cancelled (its request went away) or fails asks again,
 itself: no read gets another's error, and none is lost.
 
 A follow-up's read may take its task's lease with it (several processes: one
-execution of a task at a time, anywhere): an ``INSERT`` of the lease, in the
-same pipeline and before the ``SELECT``, so that the row read is the one the
-lease's last holder left. Each insert is a statement of its own, sent in
-(agent, task) order as a round locks its tasks; still one round trip for all.
+execution of a task at a time, anywhere), in the same statement: the lease is
+inserted only if none is in the statement's snapshot, so that the row read is
+the one the lease's last holder left (a lease let go, or taken, by a
+transaction still under way makes the read leaseless: its reader waits for
+the lease as before). One statement for all the reads of the query, the
+leases inserted in (agent, task) order, as a round locks its tasks.
 """
 
 from __future__ import annotations
@@ -37,14 +39,20 @@ Row = tuple[Any, ...]
 #: A lease to take with a read: (owner the task must have, holder, token).
 Lease = tuple[str, str, str]
 
-#: Take a task's lease if nobody holds it and the task is the owner's and open.
-_LEASE = (
-    "INSERT INTO task_leases (agent, task_id, holder, token, since)"
-    " SELECT agent, id, %s, %s, now() FROM tasks"
-    " WHERE agent = %s AND id = %s AND owner = %s AND state <> ALL(%s::text[])"
-    # Taken already by this token (a read that failed after its insert, asked again).
-    " ON CONFLICT (agent, task_id) DO UPDATE SET since = now()"
-    " WHERE task_leases.token = EXCLUDED.token"
+#: The rows of the tasks asked for, as :data:`_TASKS` reads them, each with whether
+#: its lease was taken: the task the lease's owner's and open, and no lease seen.
+_LEASED_TASKS = (
+    "WITH wanted AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],"
+    " %s::text[]) AS w (agent, id, owner, holder, token)),"
+    " leased AS (INSERT INTO task_leases (agent, task_id, holder, token, since)"
+    " SELECT t.agent, t.id, w.holder, w.token, now() FROM wanted w"
+    " JOIN tasks t ON t.agent = w.agent AND t.id = w.id"
+    " WHERE t.owner = w.owner AND t.state <> ALL(%s::text[]) AND NOT EXISTS"
+    " (SELECT FROM task_leases l WHERE l.agent = t.agent AND l.task_id = t.id)"
+    " ORDER BY t.agent, t.id ON CONFLICT (agent, task_id) DO NOTHING RETURNING agent, task_id)"
+    " SELECT agent, id, owner, snapshot::text, last_seq, context_id, state,"
+    " EXISTS (SELECT FROM leased WHERE leased.agent = tasks.agent AND leased.task_id = tasks.id)"
+    " FROM tasks WHERE (agent, id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
 )
 _FINAL = [state.value for state in TaskState if state.is_final]
 
@@ -72,14 +80,13 @@ def _read(
 ) -> tuple[dict[Key, Row], set[Key]]:
     if not leases:
         return _select(conn, keys), set()
-    with conn.pipeline():
-        inserts = [
-            (key, conn.execute(_LEASE, (holder, token, *key, owner, _FINAL)))
-            for key in sorted(leases)
-            for owner, holder, token in [leases[key]]
-        ]
-        rows = _select(conn, keys)
-    return rows, {key for key, cursor in inserts if cursor.rowcount == 1}
+    wanted = sorted(leases)
+    asked = [[key[n] for key in wanted] for n in (0, 1)]
+    asked += [[leases[key][n] for key in wanted] for n in (0, 1, 2)]
+    everything = [[key[n] for key in keys] for n in (0, 1)]
+    rows = conn.execute(_LEASED_TASKS, (*asked, _FINAL, *everything)).fetchall()
+    found = {(r[0], r[1]): r[2:-1] for r in rows}
+    return found, {(r[0], r[1]) for r in rows if r[-1]}
 
 
 def _select(conn: Connection, keys: list[Key]) -> dict[Key, Row]:
