@@ -151,11 +151,15 @@ class Executions:
         return self._pending.waiting
 
     async def _run(self, live: LiveTask, execution: Execution) -> None:
-        lease = None if self.state.cluster is None else new_token()
-        execution.lease_token = lease
+        lease = execution.lease_token  # taken with the request's read, if it was
+        if lease is None and self.state.cluster is not None:
+            lease = execution.lease_token = new_token()
         owner = execution.context.caller.identifier
         began = False
         try:
+            if lease is not None and execution.continuing and not execution.claimed:
+                await self._live.claim(live.task_id)  # before the lock: see LiveTasks.claim
+                execution.claimed = True
             async with held(live.lock):  # waits while an earlier message to the task runs
                 if execution.continuing and not await self._resume(live, execution):
                     return
@@ -186,6 +190,8 @@ class Executions:
         finally:
             if lease is not None and not execution.lease_released:
                 self._release(lease)
+            if execution.claimed:
+                self._live.unclaim(live.task_id)
             self._retries.finished(execution)
             if live.execution is execution:
                 live.execution = None
@@ -215,7 +221,8 @@ class Executions:
         return (
             execution.continuing
             and not execution.cancel_requested
-            and live.feed.current_seq == execution.start_seq
+            # Below: its message was not stored either (written with its events).
+            and live.feed.current_seq <= execution.start_seq
         )
 
     async def _lease(self, live: LiveTask, execution: Execution) -> None:
@@ -299,15 +306,21 @@ class Executions:
         Several processes: the task's lease (one execution at a time,
         anywhere) is taken in the same write, unless somebody holds it or the
         task moved; then it is waited for (:meth:`_lease`), the task read
-        under it and the message written again.
+        under it and the message written again. A lease taken with the
+        request's read (``execution.lease_held``) makes the task this
+        execution's: its message cannot be refused as stale, so the executor
+        starts at once and the message goes with its first events (one round,
+        not two), unless the request streams (``execution.await_message``).
         """
         stored = execution.read
         if stored is not None and live.feed.current_seq != stored.last_seq:
             stored = None
         cluster = self.state.cluster
-        with_write = cluster is not None and stored is not None and not execution.restart
-        if cluster is not None and not with_write:
+        held = execution.lease_held
+        with_write = cluster is not None and stored is not None and not (execution.restart or held)
+        if cluster is not None and not with_write and not held:
             await self._lease(live, execution)
+        sent = False
         while True:
             if stored is None:
                 stored = await self.store.get_task(self.name, live.task_id, owner=None)
@@ -326,6 +339,10 @@ class Executions:
             if with_write:
                 assert cluster is not None and execution.lease_token is not None
                 lease = (cluster.member, execution.lease_token)
+            if held and not execution.await_message:
+                await self._send_turn(live, execution)
+                sent = True
+                break
             error = await self._write_turn(live, execution, lease)
             if error is None:
                 break
@@ -333,12 +350,26 @@ class Executions:
                 raise error
             with_write, stored = False, None  # held or moved: wait for it, read it again
             await self._lease(live, execution)
-        execution.start_seq = live.feed.last_seq
+        if not sent:  # else the message's seq, set when it was sent
+            execution.start_seq = live.feed.last_seq
         execution.start_snapshot = live.feed.current
         execution.may_resume = stored.state.is_interrupted
         execution.context = dataclasses.replace(execution.context, current_task=live.feed.current)
         execution.settle_first()
         return True
+
+    async def _send_turn(self, live: LiveTask, execution: Execution) -> None:
+        """Queue the message, not waited for: the executor's first event, sent before the
+        recorder wakes (no checkpoint here), joins it in its round. Its seq is the next
+        (this execution holds the task), set again once taken (TaskWrites.turn)."""
+        message = execution.context.message
+        assert message is not None
+        execution.start_seq = live.feed.current_seq + 1
+        entry: Entry = (live, execution, TurnMessage(message, message.to_json(), awaited=False))
+        try:
+            self._inbox.send_nowait(entry)
+        except trio.WouldBlock:  # the recorder is behind: wait for room
+            await self._inbox.send(entry)
 
     async def _write_turn(
         self, live: LiveTask, execution: Execution, lease: tuple[str, str] | None

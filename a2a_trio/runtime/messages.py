@@ -25,9 +25,11 @@ from ..protocol import (
     StorageFullError,
     StreamResponse,
     Task,
+    TaskNotFoundError,
     UnsupportedOperationError,
 )
 from ..store import Receipt, ReceiptWrite, StoredTask
+from .cluster import new_token
 from .executions import Executions
 from .executor import Principal, RequestContext
 from .feed import FeedItem
@@ -113,6 +115,8 @@ class Messages:
         extensions: frozenset[str],
         retry_key: RetryKey | None,
         protocol: str = PROTOCOL_VERSION,
+        *,
+        streaming: bool = False,
     ) -> tuple[LiveTask, Execution]:
         message = request.message
         if retry_key is not None:
@@ -122,7 +126,9 @@ class Messages:
         # A continuation's task is read once, here, while nothing writes it meanwhile.
         read = self.state.live.reading(message.task_id) if message.task_id else None
         try:
-            return await self._start(request, caller, extensions, retry_key, protocol, read)
+            return await self._start(
+                request, caller, extensions, retry_key, protocol, read, streaming
+            )
         finally:
             if read is not None:
                 self.state.live.read_done(read)
@@ -135,11 +141,68 @@ class Messages:
         retry_key: RetryKey | None,
         protocol: str,
         read: TaskRead | None,
+        streaming: bool,
     ) -> tuple[LiveTask, Execution]:
         message = request.message
         stored: StoredTask | None = None
-        if message.task_id:
-            stored = await self._operations.owned(message.task_id, caller)
+        lease: str | None = None
+        try:
+            if message.task_id:
+                stored, lease = await self._read_continued(message.task_id, caller)
+            return await self._started(
+                request, caller, extensions, retry_key, protocol, read, streaming, stored, lease
+            )
+        except BaseException:
+            if lease is not None and stored is not None and self.state.cluster is not None:
+                self.state.cluster.release(lease)  # held for an execution that did not start
+                self.state.live.unclaim(stored.task.id)
+            raise
+
+    async def _read_continued(
+        self, task_id: str, caller: Principal
+    ) -> tuple[StoredTask, str | None]:
+        """A continuation's task, with its lease when that can be had in the same read.
+
+        Several processes (inline agents): the lease (one execution of the task
+        at a time, anywhere) is taken with the request's read when nobody
+        holds it, the task is the caller's and open, and no other continuation
+        of the task here has claimed its turn (see LiveTasks.claim): the
+        execution then needs no write of its own before its executor runs
+        (see Executions._resume). Returns the lease's token, if taken (the
+        turn is then claimed too).
+        """
+        cluster = self.state.cluster
+        if cluster is None or self.runs_elsewhere or not self.state.live.claim_nowait(task_id):
+            return await self._operations.owned(task_id, caller), None
+        token = new_token()
+        try:
+            stored, leased = await self.state.store.get_task_leased(
+                self.name, task_id, owner=caller.identifier, lease=(cluster.member, token)
+            )
+        except BaseException:
+            cluster.release(token)  # its insert may have run
+            self.state.live.unclaim(task_id)
+            raise
+        if not leased:
+            self.state.live.unclaim(task_id)
+        if stored is None:
+            raise TaskNotFoundError(f"Task {task_id} not found", metadata={"taskId": task_id})
+        return stored, token if leased else None
+
+    async def _started(
+        self,
+        request: SendMessageRequest,
+        caller: Principal,
+        extensions: frozenset[str],
+        retry_key: RetryKey | None,
+        protocol: str,
+        read: TaskRead | None,
+        streaming: bool,
+        stored: StoredTask | None,
+        lease: str | None,
+    ) -> tuple[LiveTask, Execution]:
+        message = request.message
+        if stored is not None:
             if stored.state.is_final:
                 raise UnsupportedOperationError(
                     f"Task {stored.task.id} is {stored.state.value} and accepts no more messages",
@@ -183,6 +246,10 @@ class Messages:
             # Still the task as it is (nothing here wrote it since): from now
             # on its live task, held, sees every write (see Executions._resume).
             read=stored if read is not None and not read.moved else None,
+            lease_token=lease,
+            lease_held=lease is not None,
+            claimed=lease is not None,
+            await_message=streaming,
         )
         live = self.state.live.acquire(task_id, stored, written_here=not self.runs_elsewhere)
         try:
@@ -297,7 +364,9 @@ class Messages:
 
             stream.on_close(closed)
             return stream
-        live, execution = await self._begin(request, caller, extensions, retry_key, protocol)
+        live, execution = await self._begin(
+            request, caller, extensions, retry_key, protocol, streaming=True
+        )
         try:
             await execution.first.wait()
         except BaseException:

@@ -165,6 +165,8 @@ class Recorder:
             for execution, event in items:
                 if isinstance(event, TurnMessage):
                     event.error = outcome.error  # its execution has not started yet
+                    if not event.awaited:  # it has: it stops, nothing of it stored
+                        self._recording_failed(execution, outcome.error)
                 else:
                     self._recording_failed(execution, outcome.error)
         for execution, share in releasing:

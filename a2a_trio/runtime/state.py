@@ -94,6 +94,15 @@ class Execution:
     #: The token of the task lease this execution holds or will hold, when
     #: several processes serve the database (see runtime.cluster).
     lease_token: str | None = None
+    #: Whether :attr:`lease_token` was taken with its request's read (see
+    #: ``Messages._read_continued``): the task is this execution's already.
+    lease_held: bool = False
+    #: Whether it has claimed its task's turn in this process (see LiveTasks.claim).
+    claimed: bool = False
+    #: Whether the continuation's message is written before the executor starts
+    #: (a stream shows its task with that message first); else it goes with
+    #: the executor's first events when its task's lease is held already.
+    await_message: bool = True
     #: A queued execution run again from the start (its message is in the log).
     restart: bool = False
     #: Stopped to run again elsewhere: its task is not ended.
@@ -158,6 +167,9 @@ class TurnMessage:
     #: Several processes: the task's lease to take with the message, as
     #: (member, token); refused (``LeaseHeld``) while anyone holds one.
     lease: tuple[str, str] | None = None
+    #: Whether its execution waits for it (see :attr:`Execution.await_message`):
+    #: else a write refused stops the execution, as a refused event does.
+    awaited: bool = True
     written: trio.Event = field(default_factory=trio.Event)
     error: Exception | None = None
 
@@ -190,6 +202,36 @@ class LiveTasks:
         self.attended: Callable[[LiveTask], None] | None = None
         #: The reads under way (see :meth:`reading`), by task id.
         self._reads: dict[str, list[TaskRead]] = {}
+        #: The continuations that hold or may take their task's lease, by task
+        #: id (see :meth:`claim`), each set once let go.
+        self._claims: dict[str, trio.Event] = {}
+
+    def claim_nowait(self, task_id: str) -> bool:
+        """Claim the task's turn if nothing here has: whether it was.
+
+        Several processes: a continuation takes its task's lease before its
+        execution holds the live task's lock when it takes it with its
+        request's read. The store lets this process take a lease it holds
+        already (see Coordination.acquire), so the continuations of one task
+        here take turns (claimed before any lease, let go once their
+        execution ends), and none takes another's lease.
+        """
+        if task_id in self._claims:
+            return False
+        self._claims[task_id] = trio.Event()
+        return True
+
+    async def claim(self, task_id: str) -> None:
+        """Claim the task's turn (see :meth:`claim_nowait`), waiting for the one before."""
+        while (claimed := self._claims.get(task_id)) is not None:
+            await claimed.wait()
+        self._claims[task_id] = trio.Event()
+
+    def unclaim(self, task_id: str) -> None:
+        """Let the task's turn go to the next continuation waiting for it."""
+        claimed = self._claims.pop(task_id, None)
+        if claimed is not None:
+            claimed.set()
 
     def reading(self, task_id: str) -> TaskRead:
         """Note a read of the stored task, begun now; :meth:`read_done` when it is held.

@@ -249,6 +249,8 @@ class TaskWrites:
         assert snapshot is not None
         self.append(live, share, snapshot, "message", turn.payload, None, [turn.message])
         share.lease = turn.lease
+        if not turn.awaited:  # its execution runs already: its events follow the message
+            execution.start_seq = live.feed.current_seq
         self.remember(share, execution, task_id=live.task_id, seq=live.feed.current_seq)
 
     def append(

@@ -116,6 +116,19 @@ class TaskLog(Protocol):
     async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
         """The task, if it exists and (when ``owner`` is given) belongs to ``owner``."""
 
+    async def get_task_leased(
+        self, agent: str, task_id: str, *, owner: str, lease: tuple[str, str]
+    ) -> tuple[StoredTask | None, bool]:
+        """:meth:`get_task`, and whether the task's lease was taken with the read.
+
+        Several processes (PostgreSQL): a follow-up's read takes its task's
+        lease ``(holder, token)`` in the same round trip when nobody holds it
+        and the task is ``owner``'s and not final; the row read is then the
+        one its last holder left. A store without leases takes none. The
+        caller lets a lease taken go (by its token), whatever happens next.
+        """
+        return await self.get_task(agent, task_id, owner=owner), False
+
     @abstractmethod
     async def events_after(
         self, agent: str, task_id: str, seq: int, *, messages: bool = False

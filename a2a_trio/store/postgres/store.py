@@ -53,7 +53,7 @@ from .reading import EVENTS_AFTER
 from .recording import RefusedShare, insert_push_config, write_round
 from .retention import PostgresRetention
 from .schema import SCHEMA_VERSION, migrate, schema_version
-from .task_reads import TaskReads
+from .task_reads import TaskReads, unstorable
 from .times import page_time, utc
 
 __all__ = ["PostgresStore"]
@@ -176,17 +176,17 @@ class PostgresStore(Store):
         return outcomes
 
     async def get_task(self, agent: str, task_id: str, *, owner: str | None) -> StoredTask | None:
-        if _unstorable(agent, task_id):
-            return None
-        row = await self._task_reads.row(agent, task_id)
-        if row is None or (owner is not None and row[0] != owner):
-            return None
-        return read_task(agent, task_id, row)
+        return (await self._task_reads.task(agent, task_id, owner))[0]
+
+    async def get_task_leased(
+        self, agent: str, task_id: str, *, owner: str, lease: tuple[str, str]
+    ) -> tuple[StoredTask | None, bool]:
+        return await self._task_reads.task(agent, task_id, owner, lease)
 
     async def events_after(
         self, agent: str, task_id: str, seq: int, *, messages: bool = False
     ) -> list[LoggedEvent]:
-        if _unstorable(agent, task_id):
+        if unstorable(agent, task_id):
             return []
         kinds = list(READ_BACK_KINDS if messages else STREAMED_KINDS)
         rows = await self._fetchall(EVENTS_AFTER, (agent, task_id, seq, kinds))
@@ -201,7 +201,7 @@ class PostgresStore(Store):
         length: int | None = None,
         through: int | None = None,
     ) -> list[Message]:
-        if _unstorable(agent, task_id):
+        if unstorable(agent, task_id):
             return []
         read = partial(
             reading.history,
@@ -216,7 +216,7 @@ class PostgresStore(Store):
     async def task_since(
         self, agent: str, task_id: str, seq: int
     ) -> tuple[StoredTask | None, list[LoggedEvent]]:
-        if _unstorable(agent, task_id):
+        if unstorable(agent, task_id):
             return None, []
         read = await self.tasks_since(agent, [(task_id, seq)])
         return read.get(task_id, (None, []))
@@ -224,8 +224,8 @@ class PostgresStore(Store):
     async def tasks_since(
         self, agent: str, cursors: Sequence[tuple[str, int]]
     ) -> dict[str, tuple[StoredTask | None, list[LoggedEvent]]]:
-        cursors = [(task_id, seq) for task_id, seq in cursors if not _unstorable(task_id)]
-        if _unstorable(agent) or not cursors:
+        cursors = [(task_id, seq) for task_id, seq in cursors if not unstorable(task_id)]
+        if unstorable(agent) or not cursors:
             return {}
         work = partial(reading.tasks_since, agent=agent, cursors=cursors)
         return await self._run(work, single=True)
@@ -245,7 +245,7 @@ class PostgresStore(Store):
         if page_token:
             updated, last_id = decode_page_token(page_token)
             cursor = (page_time(updated), last_id)
-        if _unstorable(agent, owner, context_id or ""):
+        if unstorable(agent, owner, context_id or ""):
             return TaskPage([], "", 0)
         filters, args = queries.task_filters(
             "%s", utc, agent, owner, context_id=context_id, state=state, updated_after=updated_after
@@ -297,7 +297,7 @@ class PostgresStore(Store):
     async def find_message(
         self, agent: str, owner: str, message_id: str, digest: str, since: datetime
     ) -> Receipt | None:
-        if _unstorable(agent, owner, message_id, digest):
+        if unstorable(agent, owner, message_id, digest):
             return None
         row = await self._fetchone(
             "SELECT task_id, seq, answer FROM message_receipts WHERE agent = %s AND owner = %s"
@@ -307,7 +307,7 @@ class PostgresStore(Store):
         return None if row is None else Receipt(row[0], int(row[1]), row[2])
 
     async def forget_message(self, agent: str, owner: str, message_id: str, digest: str) -> None:
-        if _unstorable(agent, owner, message_id, digest):
+        if unstorable(agent, owner, message_id, digest):
             return
         await self._execute(
             "DELETE FROM message_receipts WHERE agent = %s AND owner = %s AND message_id = %s"
@@ -332,7 +332,7 @@ class PostgresStore(Store):
     async def get_push_config(
         self, agent: str, task_id: str, config_id: str, *, owner: str | None
     ) -> TaskPushNotificationConfig | None:
-        if _unstorable(agent, task_id, config_id):
+        if unstorable(agent, task_id, config_id):
             return None
         row = await self._fetchone(
             f"SELECT {queries.PUSH_CONFIG_COLUMNS} FROM push_configs"
@@ -346,7 +346,7 @@ class PostgresStore(Store):
     async def list_push_configs(
         self, agent: str, task_id: str, *, owner: str | None
     ) -> list[TaskPushNotificationConfig]:
-        if _unstorable(agent, task_id, owner or ""):
+        if unstorable(agent, task_id, owner or ""):
             return []
         rows = await self._fetchall(*queries.push_configs("%s", agent, task_id, owner))
         return [read_push_config(row, self._secrets) for row in rows]
@@ -354,7 +354,7 @@ class PostgresStore(Store):
     async def delete_push_config(
         self, agent: str, task_id: str, config_id: str, *, owner: str
     ) -> bool:
-        if _unstorable(agent, task_id, config_id, owner):
+        if unstorable(agent, task_id, config_id, owner):
             return False
         deleted = await self._execute(
             "DELETE FROM push_configs WHERE agent = %s AND task_id = %s AND id = %s AND owner = %s",
@@ -444,7 +444,7 @@ class PostgresStore(Store):
         if page_token:
             updated, last_agent, last_id = browse.decode_token(page_token, 3)
             cursor = (page_time(updated), last_agent, last_id)
-        if _unstorable(agent or ""):
+        if unstorable(agent or ""):
             return SummaryPage([], "")
         rows = await self._fetchall(*browse.browse_query("%s", agent, state, cursor, page_size))
         return browse.read_summary_page(rows, page_size, order_key)
@@ -452,7 +452,7 @@ class PostgresStore(Store):
     async def timeline(
         self, agent: str, task_id: str, *, after: int = 0, limit: int = 500
     ) -> list[TimelineEntry]:
-        if _unstorable(agent, task_id):
+        if unstorable(agent, task_id):
             return []
         query, args = browse.timeline_query("%s", agent, task_id, after, limit)
         rows = await self._fetchall(query.replace("payload,", "payload::text,", 1), args)
@@ -476,7 +476,7 @@ class PostgresStore(Store):
         before: int | None = None,
         limit: int = 50,
     ) -> list[Delivery]:
-        if _unstorable(agent or "", task_id or ""):
+        if unstorable(agent or "", task_id or ""):
             return []
         return await self._read_deliveries(
             *browse.delivery_page_query("%s", agent, task_id, state, before, limit)
@@ -487,13 +487,3 @@ def _prepare(conn: Connection, *, display: str, keyed: bool) -> bytes | None:
     """At open: migrate, and without a configured key, fetch the development key."""
     migrate(conn)
     return None if keyed else development_key(conn, display)
-
-
-def _unstorable(*keys: str) -> bool:
-    """Whether a key holds U+0000, which no PostgreSQL text can: it names nothing stored.
-
-    The protocol accepts it in ids; SQLite looks such a key up and finds
-    nothing, and so does this store, without asking the database (which
-    would refuse the parameter).
-    """
-    return any("\0" in key for key in keys)

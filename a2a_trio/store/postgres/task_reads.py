@@ -8,6 +8,14 @@ round trip. A read asked once that query is sent waits for the next one.
 
 A read whose leader is cancelled (its request went away) or fails asks again,
 itself: no read gets another's error, and none is lost.
+
+A follow-up's read may take its task's lease with it (several processes: one
+execution of a task at a time, anywhere), in the same statement: the lease is
+inserted only if none is in the statement's snapshot, so that the row read is
+the one the lease's last holder left (a lease let go, or taken, by a
+transaction still under way makes the read leaseless: its reader waits for
+the lease as before). One statement for all the reads of the query, the
+leases inserted in (agent, task) order, as a round locks its tasks.
 """
 
 from __future__ import annotations
@@ -19,13 +27,34 @@ from typing import Any
 
 import trio
 
+from ...protocol import TaskState
+from ..records import StoredTask, read_task
 from .database import Connection
 from .reading import TASK
 
-__all__ = ["TaskReads"]
+__all__ = ["Lease", "TaskReads", "unstorable"]
 
 Key = tuple[str, str]
 Row = tuple[Any, ...]
+#: A lease to take with a read: (owner the task must have, holder, token).
+Lease = tuple[str, str, str]
+
+#: The rows of the tasks asked for, as :data:`_TASKS` reads them, each with whether
+#: its lease was taken: the task the lease's owner's and open, and no lease seen.
+_LEASED_TASKS = (
+    "WITH wanted AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],"
+    " %s::text[]) AS w (agent, id, owner, holder, token)),"
+    " leased AS (INSERT INTO task_leases (agent, task_id, holder, token, since)"
+    " SELECT t.agent, t.id, w.holder, w.token, now() FROM wanted w"
+    " JOIN tasks t ON t.agent = w.agent AND t.id = w.id"
+    " WHERE t.owner = w.owner AND t.state <> ALL(%s::text[]) AND NOT EXISTS"
+    " (SELECT FROM task_leases l WHERE l.agent = t.agent AND l.task_id = t.id)"
+    " ORDER BY t.agent, t.id ON CONFLICT (agent, task_id) DO NOTHING RETURNING agent, task_id)"
+    " SELECT agent, id, owner, snapshot::text, last_seq, context_id, state,"
+    " EXISTS (SELECT FROM leased WHERE leased.agent = tasks.agent AND leased.task_id = tasks.id)"
+    " FROM tasks WHERE (agent, id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
+)
+_FINAL = [state.value for state in TaskState if state.is_final]
 
 #: The rows of several tasks, keyed by (agent, id), as :data:`TASK` reads one.
 _TASKS = (
@@ -37,12 +66,30 @@ _TASKS = (
 @dataclass(eq=False)
 class _Batch:
     keys: set[Key]
+    #: The leases to take with the reads (one per task at most).
+    leases: dict[Key, Lease] = field(default_factory=dict)
     done: trio.Event = field(default_factory=trio.Event)
     #: The rows found (a task missing: no key), once read.
     rows: dict[Key, Row] | None = None
+    #: The tasks whose lease was taken, once read.
+    leased: set[Key] = field(default_factory=set)
 
 
-def _read(conn: Connection, keys: list[Key]) -> dict[Key, Row]:
+def _read(
+    conn: Connection, keys: list[Key], leases: dict[Key, Lease]
+) -> tuple[dict[Key, Row], set[Key]]:
+    if not leases:
+        return _select(conn, keys), set()
+    wanted = sorted(leases)
+    asked = [[key[n] for key in wanted] for n in (0, 1)]
+    asked += [[leases[key][n] for key in wanted] for n in (0, 1, 2)]
+    everything = [[key[n] for key in keys] for n in (0, 1)]
+    rows = conn.execute(_LEASED_TASKS, (*asked, _FINAL, *everything)).fetchall()
+    found = {(r[0], r[1]): r[2:-1] for r in rows}
+    return found, {(r[0], r[1]) for r in rows if r[-1]}
+
+
+def _select(conn: Connection, keys: list[Key]) -> dict[Key, Row]:
     if len(keys) == 1:
         row = conn.execute(TASK, keys[0]).fetchone()
         return {} if row is None else {keys[0]: row}
@@ -57,28 +104,73 @@ class TaskReads:
         self._run = run
         self._gathering: _Batch | None = None
 
+    async def task(
+        self, agent: str, task_id: str, owner: str | None, lease: tuple[str, str] | None = None
+    ) -> tuple[StoredTask | None, bool]:
+        """The task if it exists and is ``owner``'s (any owner's: None); whether the
+        task's lease ``(holder, token)`` was taken with it (see :meth:`row_leased`)."""
+        if unstorable(agent, task_id):
+            return None, False
+        taken = None if lease is None or owner is None else (owner, *lease)
+        row, leased = await self.row_leased(agent, task_id, taken)
+        if row is None or (owner is not None and row[0] != owner):
+            return None, False
+        return read_task(agent, task_id, row), leased
+
     async def row(self, agent: str, task_id: str) -> Row | None:
         """The task's row (owner, snapshot, last_seq, context_id, state), or None."""
+        row, _ = await self.row_leased(agent, task_id, None)
+        return row
+
+    async def row_leased(
+        self, agent: str, task_id: str, lease: Lease | None
+    ) -> tuple[Row | None, bool]:
+        """:meth:`row`, and whether the task's ``lease`` was taken with it.
+
+        Taken if the task is the lease's owner's and not final and nobody
+        else holds its lease; one lease a task per query (another read asking
+        for one in the same query gets the row only).
+        """
         key = (agent, task_id)
         while True:
             batch = self._gathering
             if batch is None:
-                return await self._lead(key)
-            batch.keys.add(key)
-            await batch.done.wait()
+                batch = self._gathering = _Batch({key})
+                mine = self._ask(batch, key, lease)
+                await self._lead(batch)
+            else:
+                batch.keys.add(key)
+                mine = self._ask(batch, key, lease)
+                await batch.done.wait()
             if batch.rows is not None:
-                return batch.rows.get(key)
+                return batch.rows.get(key), mine and key in batch.leased
             # Its leader went away or failed before reading: ask again.
 
-    async def _lead(self, key: Key) -> Row | None:
-        batch = self._gathering = _Batch({key})
+    @staticmethod
+    def _ask(batch: _Batch, key: Key, lease: Lease | None) -> bool:
+        """Add ``lease`` to the batch; whether it is this read's (one a task per query)."""
+        if lease is None or key in batch.leases:
+            return False
+        batch.leases[key] = lease
+        return True
+
+    async def _lead(self, batch: _Batch) -> None:
         try:
             await trio.lowlevel.checkpoint()  # the reads asked in this pass join
             self._gathering = None  # later ones wait for the next query
-            rows: dict[Key, Row] = await self._run(partial(_read, keys=sorted(batch.keys)))
-            batch.rows = rows
+            work = partial(_read, keys=sorted(batch.keys), leases=batch.leases)
+            batch.rows, batch.leased = await self._run(work)
         finally:
             if self._gathering is batch:
                 self._gathering = None
             batch.done.set()
-        return rows.get(key)
+
+
+def unstorable(*keys: str) -> bool:
+    """Whether a key holds U+0000, which no PostgreSQL text can: it names nothing stored.
+
+    The protocol accepts it in ids; SQLite looks such a key up and finds
+    nothing, and so does this store, without asking the database (which
+    would refuse the parameter).
+    """
+    return any("\0" in key for key in keys)
