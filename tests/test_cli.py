@@ -1,9 +1,14 @@
-"""The ``a2a-trio`` command line, each command run as a real subprocess.
+"""The ``a2a-trio`` command line, against real files and real servers.
 
-Every command runs as ``python -m a2a_trio.cli`` (and, where it matters, as
-the installed console script) against real files in a temporary directory and
-against live servers: ``tests.scripted_app`` or ``tests.push_app`` served by
-hypercorn in a child process, or ``a2a-trio serve`` itself. Exit codes follow
+A command whose process matters (signals, the console script, talking to a
+live server, what a fresh interpreter prints) runs as ``python -m
+a2a_trio.cli`` (or as the installed console script) in a child process; one
+whose test is about what it prints and does to files and databases (``card``,
+``make-executor``, ``prune``, ``deliveries``, bad arguments) runs in this
+process through click's runner (:func:`a2a_here`), which saves a Python start
+and a2a_trio's imports each time. Files live in a temporary directory; servers
+are ``tests.scripted_app`` or ``tests.push_app`` served by hypercorn in a child
+process, or ``a2a-trio serve`` itself. Exit codes follow
 the docstring of ``a2a_trio/cli/__init__.py``: 0 success, 1 the command ran and
 found a failure, 2 the command could not run (bad arguments, bad config).
 """
@@ -31,7 +36,9 @@ from typing import IO, Any
 import httpx
 import pytest
 import trio
+from click.testing import CliRunner
 
+from a2a_trio.cli import main
 from a2a_trio.client import A2AClient
 from a2a_trio.protocol import (
     AgentCard,
@@ -95,6 +102,30 @@ def a2a(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result:
         timeout=COMMAND_TIMEOUT,
     )
     return Result(done.returncode, done.stdout, done.stderr)
+
+
+def a2a_here(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result:
+    """:func:`a2a` in this process (click's runner): for tests of what a command prints
+    and does, not of its process. The same exit status, standard output and error (an
+    exception other than an exit is raised here, as a traceback would be printed);
+    ``sys.path`` and the modules imported from ``cwd`` are put back afterwards.
+
+    A subprocess costs a Python start and a2a_trio's imports (1-2 s, several under
+    load): this file held one xdist worker for minutes.
+    """
+    path, modules = list(sys.path), set(sys.modules)
+    variables: dict[str, str | None] = {"A2A_TRIO_CONFIG": None, "A2A_TRIO_DATABASE": None}
+    try:
+        with contextlib.chdir(cwd):
+            done = CliRunner().invoke(main, list(args), env={**variables, **(env or {})})
+    finally:
+        sys.path[:] = path
+        for name in set(sys.modules) - modules:
+            if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(cwd)):
+                del sys.modules[name]
+    if done.exception is not None and not isinstance(done.exception, SystemExit):
+        raise done.exception
+    return Result(done.exit_code, done.stdout, done.stderr)
 
 
 async def a2a_async(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result:
@@ -206,7 +237,7 @@ def test_console_script_runs_the_same_program(tmp_path: Path) -> None:
     ids=["unknown-command", "missing-text", "unknown-binding", "malformed-header", "negative-days"],
 )
 def test_bad_arguments_exit_2(tmp_path: Path, args: list[str]) -> None:
-    result = a2a(*args, cwd=tmp_path)
+    result = a2a_here(*args, cwd=tmp_path)
     assert result.status == 2
     assert "Error:" in result.err
     assert list(tmp_path.iterdir()) == []
@@ -216,7 +247,7 @@ def test_bad_arguments_exit_2(tmp_path: Path, args: list[str]) -> None:
 
 
 def test_make_executor_writes_a_package_and_a_skeleton(tmp_path: Path) -> None:
-    result = a2a("make-executor", "Hello", cwd=tmp_path)
+    result = a2a_here("make-executor", "Hello", cwd=tmp_path)
     assert result.status == 0, result.err
     assert result.lines[0] == "wrote a2a_agents/hello.py"
     assert 'executor = "a2a_agents.hello:HelloExecutor", card = "a2a_agents.hello:card"' in (
@@ -232,18 +263,18 @@ def test_make_executor_writes_a_package_and_a_skeleton(tmp_path: Path) -> None:
 
 
 def test_make_executor_names_the_module_in_snake_case(tmp_path: Path) -> None:
-    result = a2a("make-executor", "TravelPlanner", "--dir", "agents", cwd=tmp_path)
+    result = a2a_here("make-executor", "TravelPlanner", "--dir", "agents", cwd=tmp_path)
     assert result.status == 0, result.err
     assert "class TravelPlannerExecutor(" in (tmp_path / "agents" / "travel_planner.py").read_text()
 
 
 def test_make_executor_refuses_to_overwrite(tmp_path: Path) -> None:
-    assert a2a("make-executor", "Hello", cwd=tmp_path).status == 0
+    assert a2a_here("make-executor", "Hello", cwd=tmp_path).status == 0
     target = tmp_path / "a2a_agents" / "hello.py"
     target.write_text(target.read_text() + "# my own work\n")
     before = target.read_bytes()
 
-    result = a2a("make-executor", "Hello", cwd=tmp_path)
+    result = a2a_here("make-executor", "Hello", cwd=tmp_path)
 
     assert result.status == 1
     assert "a2a_agents/hello.py exists; not overwriting it" in result.err
@@ -252,7 +283,7 @@ def test_make_executor_refuses_to_overwrite(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["hello", "Hello-World"])
 def test_make_executor_wants_a_camel_case_identifier(tmp_path: Path, name: str) -> None:
-    result = a2a("make-executor", name, cwd=tmp_path)
+    result = a2a_here("make-executor", name, cwd=tmp_path)
     assert result.status == 2
     assert "NAME must be a CamelCase identifier" in result.err
     assert not (tmp_path / "a2a_agents").exists()
@@ -412,7 +443,7 @@ card = "a2a_trio.echo:echo_card"
 
 def test_card_prints_the_served_card_and_exits_0_when_valid(tmp_path: Path) -> None:
     (tmp_path / "a2a.toml").write_text(ECHO_CONFIG)
-    result = a2a("card", cwd=tmp_path)
+    result = a2a_here("card", cwd=tmp_path)
     assert result.status == 0, result.err
     card = json.loads(result.out)
     assert card["name"] == "Echo Agent"
@@ -435,7 +466,7 @@ def test_card_without_a_config_shows_the_bundled_echo_agent(tmp_path: Path) -> N
 
 def test_card_base_url_sets_the_interface_addresses(tmp_path: Path) -> None:
     (tmp_path / "agents.toml").write_text(ECHO_CONFIG)
-    result = a2a(
+    result = a2a_here(
         "card", "echo", "--config", "agents.toml", "--base-url", "https://a.example", cwd=tmp_path
     )
     assert result.status == 0, result.err
@@ -492,7 +523,7 @@ def test_card_lists_the_problems_of_an_invalid_card_and_exits_1(
     tmp_path: Path, card_lines: str, problem: str
 ) -> None:
     (tmp_path / "a2a.toml").write_text(card_config(card_lines))
-    result = a2a("card", cwd=tmp_path)
+    result = a2a_here("card", cwd=tmp_path)
     assert result.status == 1, result.err
     assert json.loads(result.out)["name"] == "Odd"  # printed all the same
     assert "the card of odd is invalid:" in result.err
@@ -501,13 +532,13 @@ def test_card_lists_the_problems_of_an_invalid_card_and_exits_1(
 
 def test_card_of_an_unknown_agent_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "a2a.toml").write_text(ECHO_CONFIG)
-    result = a2a("card", "nobody", cwd=tmp_path)
+    result = a2a_here("card", "nobody", cwd=tmp_path)
     assert result.status == 2
     assert "no agent named 'nobody'; agents: echo" in result.err
 
 
 def test_card_with_a_missing_config_file_is_a_usage_error(tmp_path: Path) -> None:
-    result = a2a("card", "--config", "missing.toml", cwd=tmp_path)
+    result = a2a_here("card", "--config", "missing.toml", cwd=tmp_path)
     assert result.status == 2
     assert "configuration file missing.toml does not exist" in result.err
 
@@ -575,7 +606,7 @@ def everything(database: str) -> dict[str, list[tuple[Any, ...]]]:
 def test_prune_deletes_finished_tasks_older_than_days_and_keeps_the_rest(
     tmp_path: Path, aged_tasks: str
 ) -> None:
-    result = a2a("prune", "--days", "7", cwd=tmp_path)
+    result = a2a_here("prune", "--days", "7", cwd=tmp_path)
     assert result.status == 0, result.err
     assert result.out.strip() == (
         "removed 2 tasks, 2 events, 1 push configs, 0 notifications and 0 delivery attempts "
@@ -594,7 +625,7 @@ def test_prune_deletes_finished_tasks_older_than_days_and_keeps_the_rest(
 
 def test_prune_dry_run_counts_and_deletes_nothing(tmp_path: Path, aged_tasks: str) -> None:
     before = everything(aged_tasks)
-    result = a2a("prune", "--days", "7", "--dry-run", cwd=tmp_path)
+    result = a2a_here("prune", "--days", "7", "--dry-run", cwd=tmp_path)
     assert result.status == 0, result.err
     assert result.out.startswith("would remove 2 tasks, 2 events, 1 push configs,")
     assert everything(aged_tasks) == before
@@ -603,7 +634,7 @@ def test_prune_dry_run_counts_and_deletes_nothing(tmp_path: Path, aged_tasks: st
 def test_prune_keeps_finished_tasks_younger_than_the_default_week(
     tmp_path: Path, aged_tasks: str
 ) -> None:
-    result = a2a("prune", cwd=tmp_path)
+    result = a2a_here("prune", cwd=tmp_path)
     assert result.status == 0, result.err
     assert result.out.startswith("removed 2 tasks,")
     assert ("recent-completed",) in rows(aged_tasks, "SELECT id FROM tasks")
@@ -612,7 +643,7 @@ def test_prune_keeps_finished_tasks_younger_than_the_default_week(
 def test_prune_database_prunes_the_database_it_names(tmp_path: Path, aged_tasks: str) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()  # no a2a.toml here: only --database says which database
-    result = a2a("prune", "--days", "7", "--database", aged_tasks, cwd=elsewhere)
+    result = a2a_here("prune", "--days", "7", "--database", aged_tasks, cwd=elsewhere)
     assert result.status == 0, result.err
     assert result.out.startswith("removed 2 tasks, 2 events, 1 push configs,")
     assert ("old-completed",) not in rows(aged_tasks, "SELECT id FROM tasks")
@@ -624,7 +655,7 @@ def test_prune_database_takes_a_plain_path_to_a_sqlite_file(tmp_path: Path) -> N
     trio.run(fill_aged, sqlite_url(database))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    result = a2a("prune", "--days", "7", "--database", str(database), cwd=elsewhere)
+    result = a2a_here("prune", "--days", "7", "--database", str(database), cwd=elsewhere)
     assert result.status == 0, result.err
     assert result.out.startswith("removed 2 tasks, 2 events, 1 push configs,")
     assert ("old-completed",) not in rows(database, "SELECT id FROM tasks")
@@ -633,7 +664,7 @@ def test_prune_database_takes_a_plain_path_to_a_sqlite_file(tmp_path: Path) -> N
 
 def test_prune_database_overrides_the_configured_one(tmp_path: Path, aged_tasks: str) -> None:
     other = tmp_path / "other.db"
-    result = a2a("prune", "--days", "7", "--database", f"sqlite:///{other}", cwd=tmp_path)
+    result = a2a_here("prune", "--days", "7", "--database", f"sqlite:///{other}", cwd=tmp_path)
     assert result.status == 0, result.err
     assert result.out.startswith("removed 0 tasks,")
     assert not other.exists()  # a reader never creates a database
@@ -644,7 +675,7 @@ def test_prune_database_overrides_the_configured_one(tmp_path: Path, aged_tasks:
 def test_a_database_url_that_cannot_be_used_is_a_usage_error_naming_the_option(
     tmp_path: Path, command: str
 ) -> None:
-    result = a2a(command, "--database", "mysql://db.internal/a2a", cwd=tmp_path)
+    result = a2a_here(command, "--database", "mysql://db.internal/a2a", cwd=tmp_path)
     assert result.status == 2
     assert "--database: unsupported scheme 'mysql'" in result.err
     assert "Traceback" not in result.err
@@ -654,12 +685,12 @@ def test_deliveries_database_reads_the_database_it_names(tmp_path: Path, databas
     trio.run(queue_a_delivery, database)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    named = a2a("deliveries", "--database", database, cwd=elsewhere)
+    named = a2a_here("deliveries", "--database", database, cwd=elsewhere)
     assert named.status == 0, named.err
     assert re.fullmatch(
         r"\s*\d+  pending +task t-hooked  event 1  config hook  attempts 0", named.lines[0]
     ), named.lines
-    assert a2a("deliveries", cwd=elsewhere).lines == ["no deliveries"]  # ./a2a.db: none
+    assert a2a_here("deliveries", cwd=elsewhere).lines == ["no deliveries"]  # ./a2a.db: none
 
 
 async def queue_a_delivery(database: str) -> None:
@@ -1160,7 +1191,7 @@ async def test_deliveries_retry_requeues_a_dead_letter(tmp_path: Path, database:
 
 def test_deliveries_retry_of_an_unknown_id_exits_1(tmp_path: Path, database: str) -> None:
     env = clean_env(A2A_TRIO_DATABASE=database)
-    result = a2a("deliveries", "retry", "999", cwd=tmp_path, env=env)
+    result = a2a_here("deliveries", "retry", "999", cwd=tmp_path, env=env)
     assert result.status == 1
     assert result.err.splitlines()[-1] == "no failed delivery 999"
 
@@ -1168,14 +1199,14 @@ def test_deliveries_retry_of_an_unknown_id_exits_1(tmp_path: Path, database: str
 @pytest.mark.parametrize("args", [["retry"], ["retry", "first"], ["one-task", "two-tasks"]])
 def test_deliveries_with_bad_arguments_is_a_usage_error(tmp_path: Path, args: list[str]) -> None:
     env = clean_env(A2A_TRIO_DATABASE=str(tmp_path / "push.db"))
-    result = a2a("deliveries", *args, cwd=tmp_path, env=env)
+    result = a2a_here("deliveries", *args, cwd=tmp_path, env=env)
     assert result.status == 2
     assert "usage: a2a-trio deliveries" in result.err
 
 
 def test_deliveries_of_an_empty_outbox_says_so(tmp_path: Path, database: str) -> None:
     env = clean_env(A2A_TRIO_DATABASE=database)
-    result = a2a("deliveries", cwd=tmp_path, env=env)
+    result = a2a_here("deliveries", cwd=tmp_path, env=env)
     assert result.status == 0, result.err
     assert result.lines == ["no deliveries"]
 
