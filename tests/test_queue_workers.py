@@ -8,6 +8,7 @@ PostgreSQL database of this module's own.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from .servers import REPO, STARTUP_TIMEOUT, ServerProcess
 from .test_cluster import (
     LEASE_SECONDS,
     LOGGED_SEQS,
+    client,
     frames,
     rpc,
     start_server,
@@ -491,3 +493,58 @@ async def test_a_restartable_agents_unfinished_execution_runs_again_on_another_w
     assert ran_again_on != f"continued on {stopping.name}"
     user_texts = [m["parts"][0]["text"] for m in done["history"] if m["role"] == "ROLE_USER"]
     assert user_texts == ["hold"], "the message is in the history once"
+
+
+#: Every status row refused as PostgreSQL refuses a write when its disk is full (SQLSTATE 53100).
+STATUS_DISK_FULL = (
+    "CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " RAISE EXCEPTION 'could not extend file: No space left on device'"
+    " USING ERRCODE = 'disk_full'; END $$",
+    "CREATE TRIGGER disk_full BEFORE INSERT ON task_events FOR EACH ROW"
+    " WHEN (NEW.kind = 'status') EXECUTE FUNCTION disk_full()",
+)
+STATUS_DISK_BACK = ("DROP TRIGGER IF EXISTS disk_full ON task_events", "DROP FUNCTION disk_full()")
+
+
+def storage_full(answer: dict[str, Any]) -> bool:
+    reasons = [detail.get("reason") for detail in answer.get("error", {}).get("data") or []]
+    return reasons == ["STORAGE_FULL"]
+
+
+async def test_a_follow_up_the_worker_finds_no_space_for_is_answered_storage_full(
+    deployment: Deployment,
+) -> None:
+    # Its message is stored, the agent's first event is not: the worker
+    # answers STORAGE_FULL, the task stays paused for the retry. The web
+    # process took that for a worker that died within the follow-up and
+    # waited for an ending that never came: its clients heard nothing.
+    web = deployment.web[0]
+    task_id = (await rpc(web, "SendMessage", {"message": user_message("ask")}))["task"]["id"]
+    body = {"jsonrpc": "2.0", "id": 1, "params": {}}
+    async with client(web) as http:
+        for statement in STATUS_DISK_FULL:
+            execute(deployment.database, statement)
+        try:
+            with trio.fail_after(60):
+                message = user_message("go", taskId=task_id)
+                blocking = await http.post(
+                    "/jsonrpc",
+                    json={**body, "method": "SendMessage", "params": {"message": message}},
+                )
+                message = user_message("go", taskId=task_id)
+                streamed = []
+                async with http.stream(
+                    "POST",
+                    "/jsonrpc",
+                    json={**body, "method": "SendStreamingMessage", "params": {"message": message}},
+                ) as response:
+                    async for line in response.aiter_lines():
+                        if line.startswith("data:"):
+                            streamed.append(json.loads(line[5:]))
+        finally:
+            for statement in STATUS_DISK_BACK:
+                execute(deployment.database, statement)
+        paused = (await rpc(web, "GetTask", {"id": task_id}))["status"]["state"]
+    assert storage_full(blocking.json()), blocking.text
+    assert storage_full(streamed[-1]), streamed
+    assert paused == "TASK_STATE_INPUT_REQUIRED"

@@ -25,6 +25,7 @@ from ..protocol import (
     InternalError,
     Message,
     SendMessageConfiguration,
+    StorageFullError,
     TaskNotFoundError,
     UnsupportedOperationError,
     error_from_code,
@@ -138,7 +139,12 @@ class QueuedExecutions:
             del self._waiting[row]
             # Its last events before its end: a stream must relay them first.
             await self._read_through(live, outcome.seq)
-            if outcome.error is not None and _cut_off(live, execution):
+            error = outcome.error
+            # Refused for lack of space after its message was stored, the
+            # follow-up leaves its task paused for the retry (no ending comes)
+            # and its clients hear the error, its stream too once it began.
+            refused = error is not None and error.get("reason") == StorageFullError.spec.reason
+            if error is not None and not refused and _cut_off(live, execution):
                 # Its worker died within the follow-up, before the agent recorded
                 # anything: the process that takes the task's lease ends it (FAILED);
                 # the waiters and streams hear that ending, not the old pause.
@@ -146,11 +152,12 @@ class QueuedExecutions:
                     await live.feed.wakeup.wait()
             if outcome.answer is not None:
                 execution.answer = Message.model_validate_json(outcome.answer)
-            elif outcome.error is not None and not execution.first.is_set():
-                error = outcome.error
-                code = error.get("code")
+            elif error is not None and (refused or not execution.first.is_set()):
+                code, reason = error.get("code"), error.get("reason")
                 execution.error = error_from_code(
-                    code if isinstance(code, int) else None, str(error.get("message") or "")
+                    code if isinstance(code, int) else None,
+                    str(error.get("message") or ""),
+                    reason=reason if isinstance(reason, str) else None,
                 )
         except Exception:
             log.exception("agent %s: could not read queued execution %d", host.name, row)
@@ -308,7 +315,11 @@ class QueuedExecutions:
             elif execution.answer is not None:
                 answer = execution.answer.to_json()
             elif execution.error is not None:
-                error = {"code": execution.error.code, "message": execution.error.message}
+                error = {
+                    "code": execution.error.code,
+                    "message": execution.error.message,
+                    "reason": execution.error.spec.reason,
+                }
         except Exception as failure:
             if not isinstance(failure, TaskNotFoundError):
                 log.exception("agent %s: queued execution %d failed", host.name, work.id)

@@ -151,7 +151,7 @@ class QueuedExecution:
 class QueuedOutcome:
     """How a queued execution ended: its direct answer (a Message, JSON), or an error.
 
-    ``error`` is ``{"code": ..., "message": ...}`` of the protocol error its
+    ``error`` is ``{"code": ..., "message": ..., "reason": ...}`` of the protocol error its
     client gets; both None when it made a task (the log has the rest).
     """
 
