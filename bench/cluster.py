@@ -58,10 +58,12 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import trio
 
 from .common import (
@@ -382,6 +384,38 @@ def postgres_cpu(backends: Callable[[], list[int]]) -> dict[int, float]:
     return found
 
 
+#: What PostgreSQL counted for one database: its transactions, and the rows its
+#: tables updated, HOT (no index touched) or not, with the queue table's apart.
+_COUNTERS = """
+    SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),
+        coalesce(sum(n_tup_upd), 0), coalesce(sum(n_tup_hot_upd), 0),
+        coalesce(sum(n_tup_upd) FILTER (WHERE relname = 'queued_executions'), 0),
+        coalesce(sum(n_tup_hot_upd) FILTER (WHERE relname = 'queued_executions'), 0)
+    FROM pg_stat_user_tables
+"""
+COUNTER_NAMES = ("transactions", "updates", "hot_updates", "queue_updates", "queue_hot_updates")
+
+
+def postgres_counters(url: str) -> dict[str, int]:
+    """PostgreSQL's counters for the database at ``url`` (as its backends last reported)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(_COUNTERS).fetchone()
+    assert row is not None
+    return {name: int(value or 0) for name, value in zip(COUNTER_NAMES, row, strict=True)}
+
+
+def _counted(before: dict[str, int], after: dict[str, int], good: int) -> dict[str, float]:
+    """Transactions per request, and the share of row updates that were HOT."""
+    delta = {name: after[name] - before[name] for name in COUNTER_NAMES}
+    return {
+        "transactions_per_request": delta["transactions"] / good if good else float("nan"),
+        "hot_share": delta["hot_updates"] / delta["updates"] if delta["updates"] else 0.0,
+        "queue_hot_share": (
+            delta["queue_hot_updates"] / delta["queue_updates"] if delta["queue_updates"] else 0.0
+        ),
+    }
+
+
 def _wrk_all(
     servers: Sequence[ServerProcess], duration_s: int, core: int | None
 ) -> list[dict[str, Any]]:
@@ -401,16 +435,20 @@ def measure_throughput(
     web: Sequence[bool],
     settings: argparse.Namespace,
     backends: Callable[[], list[int]],
+    counters: Callable[[], dict[str, int]] | None = None,
 ) -> dict[str, Any]:
     targets = [server for server, is_web in zip(servers, web, strict=True) if is_web]
     _wrk_all(targets, settings.warmup, settings.client_core)
     runs = []
     for number in range(1, settings.runs + 1):
+        counted_before = counters() if counters is not None else None
         pg_before = postgres_cpu(backends)
         before = [cpu_seconds(server.pid) for server in servers]
         results = _wrk_all(targets, settings.duration, settings.client_core)
         after = [cpu_seconds(server.pid) for server in servers]
         pg_after = postgres_cpu(backends)
+        if counters is not None:
+            time.sleep(1.5)  # the backends report their counters within a second or so
         # A backend forked meanwhile counts from zero; one that exited meanwhile is lost.
         pg_cpu = sum(late - pg_before.get(pid, 0.0) for pid, late in pg_after.items())
         good = sum(int(result["good"]) for result in results)
@@ -429,6 +467,8 @@ def measure_throughput(
             "postgres_cpu_ms_per_request": pg_cpu * 1000 / good if good else float("nan"),
             "wrk": results,
         }
+        if counters is not None and counted_before is not None:
+            run.update(_counted(counted_before, counters(), good))
         runs.append(run)
         log(
             f"  run {number}/{settings.runs}: {run['good_rps']:.0f} req/s, "
@@ -452,6 +492,11 @@ def measure_throughput(
             [run["cpu_ms_per_request"] + run["postgres_cpu_ms_per_request"] for run in runs]
         ),
         "bad": sum(run["bad"] for run in runs),
+        **{
+            name: spread([run[name] for run in runs])
+            for name in ("transactions_per_request", "hot_share", "queue_hot_share")
+            if all(name in run for run in runs)
+        },
     }
 
 
@@ -670,8 +715,9 @@ def render(document: dict[str, Any]) -> str:
         "## SendMessage throughput (JSON-RPC, blocking, c=16 in all)",
         "",
         "| configuration | req/s (median, min-max) | p50 ms | p99 ms "
-        "| server CPU ms / request | PostgreSQL CPU ms / request | total CPU ms / request | bad |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| server CPU ms / request | PostgreSQL CPU ms / request | total CPU ms / request "
+        "| transactions / request | HOT updates (queue table) | bad |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, entry in document["results"].items():
         if entry.get("measure") != "throughput":
@@ -686,7 +732,10 @@ def render(document: dict[str, Any]) -> str:
             f" | {entry['p50_ms']['median']:.2f} | {entry['p99_ms']['median']:.2f}"
             f" | {cpu['median']:.2f} ({cpu['min']:.2f}-{cpu['max']:.2f})"
             f" | {entry['postgres_cpu_ms_per_request']['median']:.2f}"
-            f" | {total['median']:.2f} ({total['min']:.2f}-{total['max']:.2f}) | {entry['bad']} |"
+            f" | {total['median']:.2f} ({total['min']:.2f}-{total['max']:.2f})"
+            f" | {_median(entry, 'transactions_per_request', '{:.2f}')}"
+            f" | {_median(entry, 'hot_share', '{:.0%}')}"
+            f" ({_median(entry, 'queue_hot_share', '{:.0%}')}) | {entry['bad']} |"
         )
     lines += _queued_ratios(document["results"])
     conversations = {
@@ -697,6 +746,12 @@ def render(document: dict[str, Any]) -> str:
     if conversations:
         lines += ["", "## Conversations", "", *render_conversations(conversations)]
     return "\n".join(lines) + "\n"
+
+
+def _median(entry: dict[str, Any], name: str, form: str) -> str:
+    """The median of a figure in ``form``, or "-" (an older document, or not measured)."""
+    figure = entry.get(name)
+    return form.format(figure["median"]) if isinstance(figure, dict) else "-"
 
 
 def _total_cpu(entry: dict[str, Any]) -> dict[str, float]:
@@ -752,7 +807,12 @@ def run_configuration(
                 entry.update({"status": "ok", "result": result})
             else:
                 web = [member.web for member in config.members]
-                entry.update(measure_throughput(servers, web, args, backends))
+                url = postgres.url_for(database)
+                entry.update(
+                    measure_throughput(
+                        servers, web, args, backends, partial(postgres_counters, url)
+                    )
+                )
     except Exception as error:
         entry.update({"status": "failed", "error": f"{type(error).__name__}: {error}"})
         log(f"  FAILED: {entry['error'].splitlines()[0]}")

@@ -77,3 +77,33 @@ async def test_a_write_cancelled_under_its_writer_fails_those_waiting_and_the_ne
     assert [str(error) for error in failures] == ["the batch's write was cancelled"]
     await batch.add(2)
     assert written == [[], [2]]
+
+
+async def test_a_shielded_batch_writes_for_the_others_when_its_writer_is_cancelled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    written: list[list[int]] = []
+
+    async def write(items: list[int]) -> None:
+        await trio.sleep(1)
+        written.append(sorted(items))
+
+    batch = Batch(write, shield=True)
+    outcomes: dict[int, str] = {}
+
+    async def writer() -> None:
+        with trio.move_on_after(1.5) as scope:  # while it writes the next batch
+            await batch.add(0)
+        outcomes[0] = "cancelled" if scope.cancelled_caught else "written"
+
+    async def joining(n: int) -> None:
+        await batch.add(n)
+        outcomes[n] = "written"
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(writer)
+        await trio.sleep(0.5)  # its write is under way: these wait for the next
+        for n in (1, 2):
+            nursery.start_soon(joining, n)
+    assert written == [[0], [1, 2]]
+    assert outcomes == {0: "cancelled", 1: "written", 2: "written"}

@@ -17,8 +17,10 @@ import pytest
 from a2a_trio.protocol import TaskState
 from a2a_trio.store import LeaseHeld, ShareOutcome, StaleTask
 from a2a_trio.store.coordination import (
+    CANCELS,
     DONE,
     LEASES,
+    QUEUE,
     Beat,
     QueuedFinish,
     QueuedOutcome,
@@ -216,7 +218,7 @@ async def test_a_heartbeat_says_whether_a_member_died_and_whether_work_waits(
 ) -> None:
     a, b = members(stores)
     assert await a.heartbeat([AGENT]) == Beat(alive=True)
-    await b.enqueue(AGENT, "t-1", "{}")
+    await b.enqueue(AGENT, [("t-1", "{}")])
     assert (await a.heartbeat([AGENT])).work_waiting
     assert not (await a.heartbeat(["another-agent"])).work_waiting
     die(database, b)
@@ -280,8 +282,9 @@ async def test_a_queued_execution_is_claimed_once_and_done_with_its_answer(
     stores: list[PostgresStore],
 ) -> None:
     a, b = members(stores)
-    first = await a.enqueue(AGENT, "t-1", json.dumps({"n": 1}))
-    second = await a.enqueue(AGENT, "t-2", json.dumps({"n": 2}))
+    first, second = await a.enqueue(
+        AGENT, [("t-1", json.dumps({"n": 1})), ("t-2", json.dumps({"n": 2}))]
+    )
     claimed = await b.claim_queued([AGENT], 1)
     assert [(c.id, c.task_id) for c in claimed] == [(first, "t-1")]
     assert [c.id for c in await a.claim_queued([AGENT], 5)] == [second]
@@ -297,10 +300,11 @@ async def test_queued_executions_end_together_with_their_outcomes_in_the_wake_up
     stores: list[PostgresStore],
 ) -> None:
     a, b = members(stores)
-    rows_ = [await a.enqueue(AGENT, f"t-{n}", "{}") for n in (1, 2, 3)]
+    rows_ = [(await a.enqueue(AGENT, [(f"t-{n}", "{}")]))[0] for n in (1, 2, 3)]
     one, two, three = await b.claim_queued([AGENT], 3)
     await b.mark_running(rows_)
     assert (await b.acquire(AGENT, "t-1", "lease-1")).acquired
+    assert not (await a.acquire(AGENT, "t-1", "a-0")).acquired  # a waits for it
     long_answer = json.dumps({"text": "x" * 8000})
     error = {"code": -32603, "message": "no"}
     async with a.wake_ups() as wake_ups:
@@ -325,12 +329,50 @@ async def test_queued_executions_end_together_with_their_outcomes_in_the_wake_up
     assert (await a.acquire(AGENT, "t-1", "a-1")).acquired  # let go with the ends
 
 
+async def test_executions_queued_together_share_a_transaction_and_one_wake_up(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    a, b = members(stores)
+    async with b.wake_ups() as wake_ups:
+        queued = await a.enqueue(AGENT, [("t-1", '{"n": 1}'), ("t-2", '{"n": 2}'), ("t-3", "{}")])
+        await a.request_cancel(AGENT, "after", b.member, "owner")  # the next wake-up
+        signals = [await wake_ups.receive() for _ in range(2)]
+    assert [(s.channel, s.fields) for s in signals] == [
+        (QUEUE, (AGENT,)),
+        (CANCELS, (AGENT, "after", b.member, "owner")),
+    ]
+    found = rows(
+        postgres_url(database),
+        "SELECT id, task_id, request::text, created_at FROM queued_executions ORDER BY id",
+    )
+    assert [(row[0], row[1], row[2]) for row in found] == [
+        (queued[0], "t-1", '{"n": 1}'),
+        (queued[1], "t-2", '{"n": 2}'),
+        (queued[2], "t-3", "{}"),
+    ]
+    assert len({row[3] for row in found}) == 1  # one transaction's now()
+
+
+async def test_a_lease_nobody_waits_for_is_let_go_without_a_wake_up(
+    stores: list[PostgresStore],
+) -> None:
+    a, b = members(stores)
+    assert (await a.acquire(AGENT, "t-1", "a-1")).acquired
+    assert (await a.acquire(AGENT, "t-2", "a-2")).acquired
+    assert not (await b.acquire(AGENT, "t-2", "b-2")).acquired  # b waits for t-2's only
+    async with b.wake_ups() as wake_ups:
+        await a.release(["a-1"])
+        await a.release(["a-2"])
+        signal = await wake_ups.receive()
+    assert (signal.channel, signal.fields) == (LEASES, (AGENT, "t-2"))
+    assert (await b.acquire(AGENT, "t-1", "b-1")).acquired
+
+
 async def test_a_dead_workers_unstarted_execution_is_queued_again_and_a_started_one_ends(
     database: PostgresLocation, stores: list[PostgresStore]
 ) -> None:
     a, b = members(stores)
-    unstarted = await a.enqueue(AGENT, "t-1", "{}")
-    started = await a.enqueue(AGENT, "t-2", "{}")
+    unstarted, started = await a.enqueue(AGENT, [("t-1", "{}"), ("t-2", "{}")])
     await b.claim_queued([AGENT], 2)
     await b.mark_running([started])
     die(database, b)

@@ -30,8 +30,13 @@ class _Ticket:
 class Batch(Generic[T]):
     """Items handed in by :meth:`add`, written by ``write`` a batch at a time."""
 
-    def __init__(self, write: Callable[[list[T]], Awaitable[None]]) -> None:
+    def __init__(
+        self, write: Callable[[list[T]], Awaitable[None]], *, shield: bool = False
+    ) -> None:
         self._write = write
+        #: Whether a writer cancelled meanwhile still writes the batches it took
+        #: on (then raises its cancellation): the others' writes never fail for it.
+        self._shield = shield
         self._pending: list[tuple[T, _Ticket]] = []
         self._writing = False
 
@@ -39,7 +44,9 @@ class Batch(Generic[T]):
         """Return once ``item`` is written (with those handed in meanwhile).
 
         Raises what its batch's write raised; a write cancelled under its
-        writer fails its batch and those still pending with ``RuntimeError``.
+        writer fails its batch and those still pending with ``RuntimeError``
+        (unless the batch shields its writes: then the writer raises its
+        cancellation once they are written, its own item written too).
         """
         ticket = _Ticket()
         self._pending.append((item, ticket))
@@ -53,19 +60,20 @@ class Batch(Generic[T]):
         self._writing = True
         batch: list[tuple[T, _Ticket]] = []
         try:
-            # Those handing theirs in during this scheduling pass join the batch.
-            await trio.lowlevel.checkpoint()
-            while self._pending:
-                batch, self._pending = self._pending, []
-                error: Exception | None = None
-                try:
-                    await self._write([item for item, _ in batch])
-                except Exception as failure:
-                    error = failure
-                for _, ticket in batch:
-                    ticket.error = error
-                    ticket.done.set()
-                batch = []
+            with trio.CancelScope(shield=self._shield):
+                # Those handing theirs in during this scheduling pass join the batch.
+                await trio.lowlevel.checkpoint()
+                while self._pending:
+                    batch, self._pending = self._pending, []
+                    error: Exception | None = None
+                    try:
+                        await self._write([item for item, _ in batch])
+                    except Exception as failure:
+                        error = failure
+                    for _, ticket in batch:
+                        ticket.error = error
+                        ticket.done.set()
+                    batch = []
         finally:
             self._writing = False
             unwritten, self._pending = batch + self._pending, []

@@ -56,12 +56,25 @@ class QueuedExecutions:
         #: Executions this process queued, by row id, until they are done.
         self._waiting: dict[int, tuple[LiveTask, Execution]] = {}
         self._work_arrived = trio.Event()
+        #: Web processes: the executions queued in one scheduling pass share a
+        #: statement (and the workers' wake-up). Shielded: a request cancelled
+        #: while it writes the batch does not fail the others' messages.
+        self._queueing: Batch[_Queued] = Batch(self._enqueue_all, shield=True)
         #: Workers: the executions running here, by row id.
         self._running: dict[int, Execution] = {}
         #: Workers: executions that start, and that end, in one scheduling pass
         #: are marked so in one transaction (each end with its lease let go).
         self._starting: Batch[int] = Batch(self._mark_running)
         self._ending: Batch[tuple[QueuedFinish, str | None]] = Batch(self._mark_done)
+
+    async def _enqueue_all(self, batch: list[_Queued]) -> None:
+        assert self._state.cluster is not None
+        coordination = self._state.cluster.coordination
+        rows = await coordination.enqueue(
+            self._state.name, [(queued.task_id, queued.request) for queued in batch]
+        )
+        for queued, row in zip(batch, rows, strict=True):
+            queued.row = row
 
     def attach(self, membership: Membership) -> None:
         """Wait for and run executions as ``membership``'s host (several processes)."""
@@ -96,9 +109,10 @@ class QueuedExecutions:
         if stored is not None:
             execution.start_seq = stored.last_seq
             execution.start_snapshot = stored.task
-        row = await host.cluster.coordination.enqueue(
-            host.name, live.task_id, json.dumps(request, ensure_ascii=False)
-        )
+        queued = _Queued(live.task_id, json.dumps(request, ensure_ascii=False))
+        await self._queueing.add(queued)
+        row = queued.row
+        assert row is not None
         live.users += 1  # held until the row is done
         self._waiting[row] = (live, execution)
         self.settle(live)
@@ -338,6 +352,17 @@ class QueuedExecutions:
                 except Exception:  # its web process learns it when this worker's lease ends
                     log.exception("agent %s: could not finish queued execution", host.name)
             done()
+
+
+class _Queued:
+    """An execution to queue: its task and request; its row once queued."""
+
+    __slots__ = ("request", "row", "task_id")
+
+    def __init__(self, task_id: str, request: str) -> None:
+        self.task_id = task_id
+        self.request = request
+        self.row: int | None = None
 
 
 def _cut_off(live: LiveTask, execution: Execution) -> bool:

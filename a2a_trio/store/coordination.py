@@ -275,8 +275,9 @@ class Coordination(ABC):
         """Stop delivering the lane: another member may claim it."""
 
     @abstractmethod
-    async def enqueue(self, agent: str, task_id: str, request: str) -> int:
-        """Queue an execution of a queued agent (waking the workers); its id."""
+    async def enqueue(self, agent: str, executions: Sequence[tuple[str, str]]) -> list[int]:
+        """Queue executions of a queued agent, each ``(task_id, request)``, in one
+        transaction that wakes the workers once; their ids, in the same order."""
 
     @abstractmethod
     async def claim_queued(self, agents: list[str], limit: int) -> list[QueuedExecution]:

@@ -60,12 +60,20 @@ SOMEONE_DEAD = (
     f" ORDER BY {_EXPIRES} LIMIT 1), false)"
 )
 
-#: Release leases by token and wake whoever waits for them, in one statement.
-_RELEASE = """
-    WITH gone AS (DELETE FROM task_leases WHERE token = ANY(%s) RETURNING agent, task_id)
+#: Wake the waiters of the leases let go in ``gone``: of those a member asked for
+#: (``wanted_by``, which a waiting ``acquire`` sets), not every process for each.
+_WAKE_WAITERS = """
     SELECT count(pg_notify('a2a_leases',
         CASE WHEN octet_length(payload) < 7900 THEN payload ELSE '[]' END))
-    FROM (SELECT json_build_array(agent, task_id)::text AS payload FROM gone) AS wake
+    FROM (SELECT json_build_array(agent, task_id)::text AS payload FROM gone
+        WHERE wanted_by IS NOT NULL) AS wake
+"""
+
+#: Release leases by token and wake whoever waits for them, in one statement.
+_RELEASE = f"""
+    WITH gone AS (DELETE FROM task_leases WHERE token = ANY(%s)
+        RETURNING agent, task_id, wanted_by)
+    {_WAKE_WAITERS}
 """
 
 
@@ -78,11 +86,19 @@ _FINISH = f"""
         done AS (UPDATE queued_executions q SET state = 'done', answer = f.answer,
             error = f.error::json, updated_at = now() FROM f WHERE q.id = f.id
             RETURNING f.payload),
-        gone AS (DELETE FROM task_leases WHERE token = ANY(%s) RETURNING agent, task_id)
-    SELECT (SELECT count(pg_notify('{DONE}', payload)) FROM done),
-        (SELECT count(pg_notify('a2a_leases',
-            CASE WHEN octet_length(payload) < 7900 THEN payload ELSE '[]' END))
-        FROM (SELECT json_build_array(agent, task_id)::text AS payload FROM gone) AS wake)
+        gone AS (DELETE FROM task_leases WHERE token = ANY(%s)
+            RETURNING agent, task_id, wanted_by)
+    SELECT (SELECT count(pg_notify('{DONE}', payload)) FROM done), ({_WAKE_WAITERS})
+"""
+
+
+#: Queue executions of one agent, in the order given, waking the workers.
+_ENQUEUE = """
+    INSERT INTO queued_executions (agent, task_id, request, created_at, updated_at)
+    SELECT %s, e.task_id, e.request::json, now(), now()
+    FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS e(task_id, request, n)
+    ORDER BY e.n
+    RETURNING id, pg_notify(%s, %s)
 """
 
 
@@ -153,9 +169,18 @@ class PostgresCoordination(Coordination):
                     " VALUES (%s, %s, %s, %s, now()) ON CONFLICT (agent, task_id) DO NOTHING",
                     (agent, task_id, self.member, token),
                 ).rowcount
+                if inserted:
+                    return Claim(True)
                 # Taken between the look and the insert: by a live member, as far
-                # as anyone knows yet; the caller waits for its release.
-                return Claim(True) if inserted else Claim(False, holder="")
+                # as anyone knows yet; the caller waits for its release (which
+                # wakes it: it asks for the next turn, as below).
+                if queue:
+                    conn.execute(
+                        "UPDATE task_leases SET wanted_by = %s WHERE agent = %s"
+                        " AND task_id = %s AND wanted_by IS NULL AND holder <> %s",
+                        (self.member, agent, task_id, self.member),
+                    )
+                return Claim(False, holder="")
             holder, alive, wanted_by = row
             if holder != self.member and alive:
                 if queue and wanted_by is None:  # the holder lets the next turn go to us
@@ -224,15 +249,12 @@ class PostgresCoordination(Coordination):
 
         return await self._db.run(find)
 
-    async def enqueue(self, agent: str, task_id: str, request: str) -> int:
-        # One statement, one round trip: the row and its wake-up.
-        row = await self._db.fetchone(
-            "INSERT INTO queued_executions (agent, task_id, request, created_at, updated_at)"
-            " VALUES (%s, %s, %s::json, now(), now()) RETURNING id, pg_notify(%s, %s)",
-            (agent, task_id, request, QUEUE, signal_payload(agent)),
-        )
-        assert row is not None
-        return int(row[0])
+    async def enqueue(self, agent: str, executions: Sequence[tuple[str, str]]) -> list[int]:
+        # One statement, one round trip: the rows and their one wake-up (a NOTIFY
+        # repeated in a transaction is sent once). Their ids ascend in the given order.
+        task_ids, requests = [e[0] for e in executions], [e[1] for e in executions]
+        params = (agent, task_ids, requests, QUEUE, signal_payload(agent))
+        return sorted(int(row[0]) for row in await self._db.fetchall(_ENQUEUE, params))
 
     async def claim_queued(self, agents: list[str], limit: int) -> list[QueuedExecution]:
         rows = await self._db.fetchall(
