@@ -6,8 +6,10 @@ it from a child process for a few seconds (wrk with ``bench/lua/a2a.lua`` for
 ``jsonrpc``, ``rest`` and ``stream``; :mod:`bench.grpc_load` for ``grpc``), and
 prints, per answered request: the trio tasks spawned, the task steps the
 scheduler ran, the cancel scopes and nurseries entered, the sends on memory
-channels, the calls of ``trio.to_thread.run_sync``, and each store method
-called. Figures come from the load's window only (the warm-up is excluded).
+channels, the calls of ``trio.to_thread.run_sync``, each store method
+called, the pydantic models built, copied, validated and dumped to JSON, and
+(SQLite) the SQL statements run, by their first words. Figures come from the
+load's window only (the warm-up is excluded).
 
 A measuring tool, not a benchmark: the counters cost CPU themselves, so no
 timing is reported.
@@ -19,6 +21,7 @@ import argparse
 import collections
 import functools
 import inspect
+import sqlite3
 import sys
 import tempfile
 import uuid
@@ -26,10 +29,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import trio
 import trio.lowlevel
 from hypercorn.config import Config
 from hypercorn.trio import serve
+
+from a2a_trio.protocol import ProtoModel
+from a2a_trio.store.sqlite.database import Database
 
 from .common import REPO
 from .servers import free_port
@@ -96,6 +103,42 @@ def _patch_trio() -> None:
     _count_calls(trio.MemorySendChannel, "send_nowait", "memory channel sends")
     _count_calls(trio.MemorySendChannel, "send", "memory channel sends (async)")
     _count_calls(trio.to_thread, "run_sync", "to_thread.run_sync")
+
+
+def _patch_models() -> None:
+    """Count what the wire models cost: constructions, copies, validations, dumps."""
+    _count_calls(pydantic.BaseModel, "__init__", "models built (__init__)")
+    _count_calls(pydantic.BaseModel, "model_copy", "models copied (model_copy)")
+    validate = pydantic.BaseModel.__dict__["model_validate"].__func__
+
+    def counted_validate(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        COUNTS["models validated (model_validate)"] += 1
+        if DETAIL:
+            COUNTS[f"  models validated (model_validate) at {_caller()}"] += 1
+        return validate(cls, *args, **kwargs)
+
+    pydantic.BaseModel.model_validate = classmethod(counted_validate)  # type: ignore[assignment]
+    _count_calls(ProtoModel, "to_json", "models dumped (to_json)")
+
+
+def _patch_sql() -> None:
+    """Count each SQL statement the SQLite store runs (its connections' trace callback)."""
+    opened = Database._new_connection
+
+    def traced(self: Database) -> sqlite3.Connection:
+        conn = opened(self)
+        conn.set_trace_callback(_count_statement)
+        return conn
+
+    Database._new_connection = traced  # type: ignore[method-assign]
+
+
+def _count_statement(statement: str) -> None:
+    words = statement.split()
+    head = " ".join(words[:3] if words[:1] in (["INSERT"], ["DELETE"]) else words[:2])
+    COUNTS["sql statements"] += 1
+    if DETAIL:
+        COUNTS[f"  sql {head}"] += 1
 
 
 def _patch_store(store: Any) -> None:
@@ -174,6 +217,8 @@ def main(argv: list[str] | None = None) -> None:
     global DETAIL
     DETAIL = options.detail
     _patch_trio()
+    _patch_models()
+    _patch_sql()
     with tempfile.TemporaryDirectory() as directory:
         trio.run(
             _measure,

@@ -12,6 +12,7 @@ from hypercorn.config import Config
 from a2a_trio.protocol import SubscribeToTaskRequest
 from a2a_trio.protocol.sse import KEEPALIVE
 from a2a_trio.server.bindings import _event_stream
+from a2a_trio.server.hypercorn_disconnect import Disconnect
 
 from .agents import ScriptedExecutor
 from .conftest import live_server, make_card, user_message
@@ -81,6 +82,38 @@ async def test_a_client_that_goes_away_ends_the_relay_but_not_the_task(
         stored = await host.store.get_task("test", task.id, owner=None)
         assert stored is not None and stored.state.is_final
         assert task.id not in host.state.live.tasks
+
+
+async def test_a_disconnect_told_by_the_server_ends_the_relay_with_no_one_reading_receive(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    executor = ScriptedExecutor()
+    async with running_host(sqlite_url(tmp_path / "a2a.db"), executor) as host:
+        held = await host.stream_message(request("hold"), ALICE)
+        task_id = held._task_id
+        frames: list[bytes] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                frames.append(message["body"])
+
+        notice = Disconnect()
+
+        async def leave_later() -> None:
+            await trio.sleep(1)
+            notice.disconnected()  # as hypercorn_disconnect's task group tells it
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(leave_later)
+                response = _event_stream(held, lambda _, text: text, keepalive=15.0)
+                # Nothing reads the receive channel: the notice alone ends the relay.
+                await response.send(send, trio.sleep_forever, notice)
+        assert frames and b"TASK_STATE_WORKING" in b"".join(frames)
+        assert host.state.live.tasks[task_id].users == 1  # the running execution only
+        executor.gate.release.set()
+        await trio.sleep(1)
+        assert task_id not in host.state.live.tasks
 
 
 async def test_a_message_stream_holds_its_task_only_until_it_ends_or_its_client_leaves(

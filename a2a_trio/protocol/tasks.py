@@ -44,6 +44,9 @@ class HistoryWindow:
         )
         self._bytes = limits.history_bytes
         self._size = 0
+        #: The newest message, kept whatever its size: measured only once an
+        #: older one asks whether it still fits (most windows hold one message).
+        self._unmeasured: Message | None = None
         #: Newest first.
         self._kept: list[Message] = []
         self._by_id: dict[str, list[int]] = {}
@@ -67,12 +70,21 @@ class HistoryWindow:
                 self._kept.append(message)
                 self._reindex()
                 return True
-        if size is None:
-            size = len(message.to_json())
-        if self._kept and self._size + size > self._bytes:
-            self._most = len(self._kept)  # full: nothing older fits
-            return False
-        self._size += size
+        if not self._kept:
+            if size is None:
+                self._unmeasured = message
+            else:
+                self._size += size
+        else:
+            if self._unmeasured is not None:
+                self._size += len(self._unmeasured.to_json())
+                self._unmeasured = None
+            if size is None:
+                size = len(message.to_json())
+            if self._size + size > self._bytes:
+                self._most = len(self._kept)  # full: nothing older fits
+                return False
+            self._size += size
         places.append(len(self._kept))
         self._kept.append(message)
         return True

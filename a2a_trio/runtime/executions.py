@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -382,11 +383,15 @@ class Executions:
         await turn.written.wait()
         return turn.error
 
+    def history_reader(self, task_id: str) -> Callable[[int | None], Awaitable[list[Message]]]:
+        """What a :class:`RequestContext` of ``task_id`` reads its task's history with."""
+        return functools.partial(self._history, task_id)
+
     def _handed(self, context: RequestContext) -> RequestContext:
         """The context as the executor gets it: able to read its task's history."""
-        return dataclasses.replace(
-            context, history_reader=functools.partial(self._history, context.task_id)
-        )
+        if context.history_reader is not None:  # built with it (Messages): no copy
+            return context
+        return dataclasses.replace(context, history_reader=self.history_reader(context.task_id))
 
     async def _history(self, task_id: str, length: int | None) -> list[Message]:
         return await self.store.history(

@@ -232,6 +232,7 @@ class Messages:
             metadata=request_metadata,
             requested_extensions=extensions,
             credentials=credentials,
+            history_reader=self._executions.history_reader(task_id),
         )
         if request.configuration and request.configuration.task_push_notification_config:
             await self._operations.screen_webhook(

@@ -157,6 +157,13 @@ class ProtocolRequest:
         root = self.scope.get("root_path", "").rstrip("/")
         return f"{self.scope.get('scheme', 'http')}://{host}{root}/"
 
+    @property
+    def disconnect(self) -> Disconnect | None:
+        """What tells of the client's disconnect as it happens (:mod:`.hypercorn_disconnect`);
+        None when the server does not, and a waiter must read ``http.disconnect`` itself."""
+        notice = (self.scope.get("extensions") or {}).get(DISCONNECT_EXTENSION)
+        return notice if isinstance(notice, Disconnect) else None
+
     async def while_connected(self, work: Callable[[], Awaitable[T]]) -> T:
         """``await work()``; :class:`ClientGone` if the client disconnects first.
 
@@ -164,8 +171,8 @@ class ProtocolRequest:
         request receives, waiting for ``http.disconnect`` -- unless the server
         tells of the disconnect itself (:mod:`.hypercorn_disconnect`).
         """
-        notice = (self.scope.get("extensions") or {}).get(DISCONNECT_EXTENSION)
-        if isinstance(notice, Disconnect):
+        notice = self.disconnect
+        if notice is not None:
             with trio.CancelScope() as gone:
                 notice.cancel_on_disconnect(gone)
                 try:
@@ -320,8 +327,14 @@ class ProtocolResponse:
         headers += _encode(self.headers.items())
         return {"type": "http.response.start", "status": self.status, "headers": headers}
 
-    async def send(self, send: Send, receive: Receive) -> None:
-        """Send this response over ASGI; a stream ends early if the client leaves."""
+    async def send(
+        self, send: Send, receive: Receive, disconnect: Disconnect | None = None
+    ) -> None:
+        """Send this response over ASGI; a stream ends early if the client leaves.
+
+        ``disconnect`` (:attr:`ProtocolRequest.disconnect`) tells of it without
+        a task of the stream's own waiting for ``http.disconnect``.
+        """
         body = self.body
         if isinstance(body, bytes):
             await send(self._start())
@@ -329,11 +342,20 @@ class ProtocolResponse:
             return
         try:
             end: bytes | None = None
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
-                await send(self._start())
-                end = await _relay(body, send)
-                nursery.cancel_scope.cancel()
+            if disconnect is not None:
+                with trio.CancelScope() as watched:
+                    disconnect.cancel_on_disconnect(watched)
+                    try:
+                        await send(self._start())
+                        end = await _relay(body, send)
+                    finally:
+                        disconnect.cancel_on_disconnect(None)
+            else:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
+                    await send(self._start())
+                    end = await _relay(body, send)
+                    nursery.cancel_scope.cancel()
             if end is not None:
                 # Not under the watcher: ending the body makes hypercorn report
                 # http.disconnect, then recycle or close the connection within

@@ -164,13 +164,14 @@ class Dispatch:
                 request.outcome if response is not None else "client_gone",
                 time.perf_counter() - began,
             )
+        disconnect = request.disconnect
         del request  # a stream holds only what it relays
         if response is None:
             return
         streaming = isinstance(response.body, EventStreamBody)
         self.open_streams += streaming
         try:
-            await response.send(send, receive)
+            await response.send(send, receive, disconnect)
         finally:
             self.open_streams -= streaming
 

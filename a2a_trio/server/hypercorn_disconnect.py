@@ -3,10 +3,10 @@
 hypercorn tells an app that a request's client is gone with an
 ``http.disconnect`` message on the request's receive channel. An app that
 must stop its work when that happens -- a blocking SendMessage, whose client
-retries and must then get the original (see Retries) -- had to keep a task
-waiting on the channel, in a nursery of its own, for every such request: a
-task, a nursery, two cancel scopes and three more scheduler steps per
-SendMessage, some 3 % of its CPU.
+retries and must then get the original (see Retries), or an event stream,
+which stops relaying -- had to keep a task waiting on the channel, in a
+nursery of its own, for every such request: a task, a nursery, two cancel
+scopes and three more scheduler steps per SendMessage, some 3 % of its CPU.
 
 :class:`MendedTaskGroup` is hypercorn's trio task group (each connection's,
 in which its requests' app tasks run) putting a :class:`Disconnect` in each

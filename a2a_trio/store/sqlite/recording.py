@@ -138,12 +138,17 @@ def _queue(
     if not streamed:
         return 0
     key = (share.agent, share.task_id)
-    protocols = {
-        row[0]
-        for row in conn.execute(
-            "SELECT DISTINCT protocol FROM push_configs WHERE agent = ? AND task_id = ?", key
-        )
-    }
+    new = share.new
+    if new is not None:
+        # A task created by this share has no config but the one it came with.
+        protocols = {new.push_protocol} if new.push_config is not None else set()
+    else:
+        protocols = {
+            row[0]
+            for row in conn.execute(
+                "SELECT DISTINCT protocol FROM push_configs WHERE agent = ? AND task_id = ?", key
+            )
+        }
     if not protocols:
         return 0
     queued = 0
