@@ -106,7 +106,7 @@ async def test_a_disconnect_told_by_the_server_ends_the_relay_with_no_one_readin
         with trio.fail_after(5):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(leave_later)
-                response = _event_stream(held, lambda _, text: text, keepalive=15.0)
+                response = _event_stream(held, lambda _, text: text, 15.0, str)
                 # Nothing reads the receive channel: the notice alone ends the relay.
                 await response.send(send, trio.sleep_forever, notice)
         assert frames and b"TASK_STATE_WORKING" in b"".join(frames)

@@ -28,38 +28,15 @@ from ..protocol import (
 from ..store import LeaseHeld, StaleTask, StoredTask
 from .cluster import new_token
 from .endings import CANCELED_BY_CLIENT, STORE_FAILED, Ending, PendingEndings, ending_of
-from .executor import AgentEvent, AgentExecutor, EventQueue, Principal, RequestContext
+from .executor import AgentExecutor, Principal, RequestContext
 from .recorder import Recorder
 from .retries import Retries
-from .state import ABANDONED, Entry, Execution, HostState, LiveTask, TurnMessage
+from .state import ABANDONED, Entry, Execution, ExecutionQueue, HostState, LiveTask, TurnMessage
 from .withdrawals import PendingWithdrawals
 
-__all__ = ["ExecutionQueue", "Executions"]
+__all__ = ["Executions"]
 
 log = logging.getLogger("a2a_trio.runtime")
-
-
-class ExecutionQueue(EventQueue):
-    """An execution's event queue: its events go to the host's recorder, tagged."""
-
-    def __init__(
-        self, inbox: trio.MemorySendChannel[Entry], live: LiveTask, execution: Execution
-    ) -> None:
-        super().__init__(inbox)
-        self._live = live
-        self._execution = execution
-        self._ended = False
-
-    def _item(self, event: AgentEvent) -> Entry:
-        if self._ended:
-            raise trio.ClosedResourceError("the execution this queue served has ended")
-        return self._live, self._execution, event
-
-    async def end(self) -> None:
-        """Close the queue; returns once the recorder has dealt with every event in it."""
-        self._ended = True
-        await self._send.send((self._live, self._execution, None))
-        await self._execution.recorded.wait()
 
 
 class Executions:

@@ -27,7 +27,7 @@ from ..protocol import (
 from ..push import PushDispatcher
 from ..store import Store, StoredTask
 from ..store.observer import NO_OBSERVER, Observer
-from .executor import AgentEvent, RequestContext
+from .executor import AgentEvent, EventQueue, RequestContext
 from .feed import TaskFeed
 from .settings import HostSettings
 
@@ -38,6 +38,7 @@ __all__ = [
     "ABANDONED",
     "Entry",
     "Execution",
+    "ExecutionQueue",
     "HostState",
     "LiveTask",
     "LiveTasks",
@@ -349,3 +350,26 @@ def not_cancelable(task_id: str, state: TaskState) -> TaskNotCancelableError:
         f"Task {task_id} is {state.value} and cannot be canceled",
         metadata={"taskId": task_id, "state": state.value},
     )
+
+
+class ExecutionQueue(EventQueue):
+    """An execution's event queue: its events go to the host's recorder, tagged."""
+
+    def __init__(
+        self, inbox: trio.MemorySendChannel[Entry], live: LiveTask, execution: Execution
+    ) -> None:
+        super().__init__(inbox)
+        self._live = live
+        self._execution = execution
+        self._ended = False
+
+    def _item(self, event: AgentEvent) -> Entry:
+        if self._ended:
+            raise trio.ClosedResourceError("the execution this queue served has ended")
+        return self._live, self._execution, event
+
+    async def end(self) -> None:
+        """Close the queue; returns once the recorder has dealt with every event in it."""
+        self._ended = True
+        await self._send.send((self._live, self._execution, None))
+        await self._execution.recorded.wait()
