@@ -5,7 +5,8 @@ task's lease. A follow-up takes it with its request's read (same round trip)
 and writes its message with its executor's events, letting the lease go in the
 transaction that records its last event; a new task answered in one round
 takes none. Triggers note the
-transaction of every lease and event row written.
+transaction of every lease and event row written, and the statement that
+committed a lease taken.
 """
 
 from __future__ import annotations
@@ -23,23 +24,34 @@ from .postgres import database_for, postgres_changes, rows
 
 NOTED = [
     "CREATE TABLE noted_writes (n bigserial PRIMARY KEY, tbl text, op text, xact bigint,"
-    " task_id text, seq int, kind text)",
+    " task_id text, seq int, kind text, at timestamptz)",
     "CREATE FUNCTION note_event() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
     " INSERT INTO noted_writes (tbl, op, xact, task_id, seq, kind)"
     " VALUES ('event', TG_OP, txid_current(), NEW.task_id, NEW.seq, NEW.kind);"
     " RETURN NULL; END $$",
     "CREATE FUNCTION note_lease() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-    " INSERT INTO noted_writes (tbl, op, xact, task_id)"
-    " VALUES ('lease', TG_OP, txid_current(), coalesce(NEW.task_id, OLD.task_id));"
+    " INSERT INTO noted_writes (tbl, op, xact, task_id, at)"
+    " VALUES ('lease', TG_OP, txid_current(), coalesce(NEW.task_id, OLD.task_id),"
+    " statement_timestamp());"
+    " RETURN NULL; END $$",
+    # Fires as the lease's transaction commits: in the statement that took it
+    # if that was the transaction's only one, else in a COMMIT sent after it.
+    "CREATE FUNCTION note_lease_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " INSERT INTO noted_writes (tbl, op, xact, task_id, at)"
+    " VALUES ('lease', 'COMMIT', txid_current(), NEW.task_id, statement_timestamp());"
     " RETURN NULL; END $$",
     "CREATE TRIGGER noted_events AFTER INSERT ON task_events"
     " FOR EACH ROW EXECUTE FUNCTION note_event()",
     "CREATE TRIGGER noted_leases AFTER INSERT OR DELETE ON task_leases"
     " FOR EACH ROW EXECUTE FUNCTION note_lease()",
+    "CREATE CONSTRAINT TRIGGER noted_lease_commits AFTER INSERT ON task_leases"
+    " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION note_lease_commit()",
 ]
 UNNOTED = [
     "DROP TRIGGER IF EXISTS noted_events ON task_events",
     "DROP TRIGGER IF EXISTS noted_leases ON task_leases",
+    "DROP TRIGGER IF EXISTS noted_lease_commits ON task_leases",
+    "DROP FUNCTION IF EXISTS note_lease_commit()",
     "DROP FUNCTION IF EXISTS note_event()",
     "DROP FUNCTION IF EXISTS note_lease()",
     "DROP TABLE IF EXISTS noted_writes",
@@ -73,6 +85,14 @@ async def test_a_follow_up_takes_and_lets_go_of_its_lease_with_its_own_writes(
             answer = await server.jsonrpc("SendMessage", {"message": message})
             assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
             followed = noted(database, task["id"])[len(created) :]
+            taking = rows(
+                database,
+                "SELECT op, at FROM noted_writes WHERE task_id = ? AND xact = (SELECT xact"
+                " FROM noted_writes WHERE task_id = ? AND (tbl, op) = ('lease', 'INSERT'))"
+                " ORDER BY n",
+                task["id"],
+                task["id"],
+            )
 
     # The new task was answered in its rounds: it never held a lease.
     assert [op for tbl, op, *_ in created if tbl == "lease"] == []
@@ -80,6 +100,10 @@ async def test_a_follow_up_takes_and_lets_go_of_its_lease_with_its_own_writes(
     # its own in the read's round trip), nothing else in that transaction ...
     [taken] = [xact for tbl, op, xact, *_ in followed if (tbl, op) == ("lease", "INSERT")]
     assert {tbl for tbl, _, xact, *_ in followed if xact == taken} == {"lease"}
+    # ... committed by that statement, its transaction's only one: no BEGIN
+    # before it nor COMMIT after it (two more round trips).
+    [(_, took), (commit, committed)] = taking
+    assert (commit, committed) == ("COMMIT", took)
     # ... then one transaction for the rest: its message, the agent's events
     # (its question last) and the lease let go with them.
     [let_go] = [xact for tbl, op, xact, *_ in followed if (tbl, op) == ("lease", "DELETE")]

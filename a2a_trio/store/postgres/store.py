@@ -91,7 +91,9 @@ class PostgresStore(Store):
         self._coordination: PostgresCoordination | None = None
         self._resources: AsyncExitStack | None = None
         self.space = StorageCondition(self.display)
-        self._task_reads = TaskReads(self._run)
+        # Each query of the reads is one statement: its own transaction, no
+        # BEGIN and COMMIT round trips around it (see Database.run).
+        self._task_reads = TaskReads(partial(self._run, single=True))
 
     # --- lifetime -----------------------------------------------------------------
 

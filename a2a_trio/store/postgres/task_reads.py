@@ -16,6 +16,11 @@ the one the lease's last holder left (a lease let go, or taken, by a
 transaction still under way makes the read leaseless: its reader waits for
 the lease as before). One statement for all the reads of the query, the
 leases inserted in (agent, task) order, as a round locks its tasks.
+
+Every query is one statement, so the store runs it as its own transaction
+(``Database.run(single=True)``): no ``BEGIN`` before it nor ``COMMIT`` after
+it, each a round trip that a loaded machine makes as slow as the read itself
+(a follow-up's read took 60 ms against 29 ms at load 12, 3 processes).
 """
 
 from __future__ import annotations
