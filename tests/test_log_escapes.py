@@ -65,7 +65,14 @@ def logged(formatter: logging.Formatter, *args: object, failure: Exception | Non
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)
-    logger = logging.getLogger("a2a_trio.test_log_escapes")
+    # A logger of its own, not under a2a_trio: what an earlier test of this
+    # process configured (levels, the root's handlers) changes nothing here,
+    # and pytest's capture never holds the lone surrogate (xdist could not
+    # send a report carrying it).
+    logger = logging.getLogger("test_log_escapes")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    logger.disabled = False
     logger.addHandler(handler)
     try:
         if failure is None:
