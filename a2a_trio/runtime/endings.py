@@ -20,7 +20,14 @@ from ..protocol import StorageFullError, TaskState
 if TYPE_CHECKING:
     from .state import HostState, LiveTask
 
-__all__ = ["CANCELED_BY_CLIENT", "STORE_FAILED", "Ending", "PendingEndings", "ending_of"]
+__all__ = [
+    "CANCELED_BY_CLIENT",
+    "STORE_FAILED",
+    "Ending",
+    "PendingEndings",
+    "ending_of",
+    "until_stored",
+]
 
 log = logging.getLogger("a2a_trio.runtime")
 
@@ -38,6 +45,32 @@ def ending_of(*, cancel_requested: bool) -> Ending:
     if cancel_requested:
         return TaskState.CANCELED, CANCELED_BY_CLIENT
     return TaskState.FAILED, STORE_FAILED
+
+
+async def until_stored(
+    state: HostState,
+    attempt: Callable[[], Awaitable[bool]],
+    failed: Callable[[Exception], None],
+) -> None:
+    """Call ``attempt`` until it says it is settled: pauses of 0.25 s growing to 10 s.
+
+    One last try when the host stops, then no more. What ``attempt`` raises
+    is told to ``failed``, but for a full disk (the store logs that once).
+    """
+    pause = 0.25
+    while True:
+        stopping = state.stopping.is_set()
+        with trio.move_on_after(pause):
+            await state.stopping.wait()
+        try:
+            if await attempt():
+                return
+        except Exception as error:
+            if not isinstance(error, StorageFullError):  # that one is logged once
+                failed(error)
+        if stopping:
+            return
+        pause = min(pause * 2, 10.0)
 
 
 class PendingEndings:
@@ -98,24 +131,16 @@ class PendingEndings:
         the task WORKING with nothing running it. What is still open after
         that, the next start's recovery ends.
         """
-        pause = 0.25
+
+        async def attempt() -> bool:
+            await self._end(task_id, self._endings[task_id])
+            return True
+
+        def failed(error: Exception) -> None:
+            log.warning("agent %s: task %s still cannot be ended: %s", self.name, task_id, error)
+
         try:
-            while True:
-                stopping = self._state.stopping.is_set()
-                with trio.move_on_after(pause):
-                    await self._state.stopping.wait()
-                try:
-                    await self._end(task_id, self._endings[task_id])
-                except Exception as error:
-                    if not isinstance(error, StorageFullError):  # that one is logged once
-                        log.warning(
-                            "agent %s: task %s still cannot be ended: %s", self.name, task_id, error
-                        )
-                else:
-                    break
-                if stopping:
-                    break
-                pause = min(pause * 2, 10.0)
+            await until_stored(self._state, attempt, failed)
         finally:
             del self._endings[task_id]
             self._release(lease)

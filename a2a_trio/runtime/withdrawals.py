@@ -22,10 +22,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-import trio
-
-from ..protocol import StorageFullError
 from .cluster import new_token
+from .endings import until_stored
 
 if TYPE_CHECKING:
     from .recorder import Recorder
@@ -60,26 +58,18 @@ class PendingWithdrawals:
         self._state.finishing().start_soon(self._retry, task_id)
 
     async def _retry(self, task_id: str) -> None:
-        pause = 0.25
+        def failed(error: Exception) -> None:
+            log.warning(
+                "agent %s: the pause of task %s cannot be stored yet: %s",
+                self.name,
+                task_id,
+                error,
+            )
+
         try:
-            while True:
-                stopping = self._state.stopping.is_set()
-                with trio.move_on_after(pause):
-                    await self._state.stopping.wait()
-                try:
-                    if await self._restate(task_id, self._waiting[task_id]):
-                        break
-                except Exception as error:
-                    if not isinstance(error, StorageFullError):  # that one is logged once
-                        log.warning(
-                            "agent %s: the pause of task %s cannot be stored yet: %s",
-                            self.name,
-                            task_id,
-                            error,
-                        )
-                if stopping:
-                    break
-                pause = min(pause * 2, 10.0)
+            await until_stored(
+                self._state, lambda: self._restate(task_id, self._waiting[task_id]), failed
+            )
         finally:
             del self._waiting[task_id]
 
