@@ -143,6 +143,10 @@ async def test_a_bad_page_token_is_refused_with_what_is_wrong(
         assert await refused(pageToken="garbage!") == not_ours
         assert await refused(pageToken=forged(token, {"d": [["x", -1]]})) == not_ours
         assert await refused(pageToken=forged(token, {"d": "x"})) == not_ours
+        nested = base64.urlsafe_b64encode(b"[" * 5000).decode()  # past json's recursion limit
+        assert await refused(pageToken=nested) == not_ours
+        huge = [[name, 2**70] for name, _ in forged_entries(token)]  # no database takes it
+        assert await refused(pageToken=forged(token, {"d": huge})) == not_ours
         assert (await refused(pageToken=forged(token, {"v": 2}))).startswith(
             "pageToken: version 2 is not one this server reads"
         )

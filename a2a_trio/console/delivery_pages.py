@@ -29,6 +29,8 @@ __all__ = ["DeliveryPage", "PageTokenError", "read_page"]
 VERSION = 1
 #: A database with no more rows to show.
 _DONE = 0
+#: Delivery ids are 64-bit: a cursor past them was never issued (and no database takes it).
+_ID_LIMIT = 2**63
 
 #: One database's page: ``(before, limit)`` to rows newest first, ids below ``before``.
 ReadRows = Callable[[int | None, int], Awaitable[list[Delivery]]]
@@ -73,7 +75,7 @@ def decode(token: str, databases: Sequence[str], filters: str) -> list[int | Non
         body = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         if not isinstance(body, dict) or not isinstance(body.get("v"), int):
             raise ValueError
-    except (ValueError, TypeError, binascii.Error):
+    except (ValueError, TypeError, RecursionError, binascii.Error):  # nested past the limit
         raise PageTokenError("pageToken: not a token this server issued") from None
     if body["v"] != VERSION:
         raise PageTokenError(
@@ -105,7 +107,7 @@ def _is_entry(entry: Any) -> bool:
         isinstance(entry, list)
         and len(entry) == 2
         and isinstance(entry[0], str)
-        and (entry[1] is None or (type(entry[1]) is int and entry[1] >= 0))
+        and (entry[1] is None or (type(entry[1]) is int and 0 <= entry[1] < _ID_LIMIT))
     )
 
 
