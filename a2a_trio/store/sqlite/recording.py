@@ -138,17 +138,14 @@ def _queue(
     if not streamed:
         return 0
     key = (share.agent, share.task_id)
-    new = share.new
-    if new is not None:
-        # A task created by this share has no config but the one it came with.
-        protocols = {new.push_protocol} if new.push_config is not None else set()
-    else:
-        protocols = {
-            row[0]
-            for row in conn.execute(
-                "SELECT DISTINCT protocol FROM push_configs WHERE agent = ? AND task_id = ?", key
-            )
-        }
+    # Even a share that creates its task asks: a config may be saved before
+    # its task exists (store_contract: ..._saved_before_its_task_is_created_...).
+    protocols = {
+        row[0]
+        for row in conn.execute(
+            "SELECT DISTINCT protocol FROM push_configs WHERE agent = ? AND task_id = ?", key
+        )
+    }
     if not protocols:
         return 0
     queued = 0
