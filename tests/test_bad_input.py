@@ -356,11 +356,44 @@ async def test_a_boolean_in_the_query_string_is_true_or_false(server: LiveServer
         assert response.status_code == 200
 
 
-async def test_a_malformed_last_event_id_is_invalid_params(server: LiveServer) -> None:
-    body = await server.jsonrpc(
-        "SubscribeToTask", {"id": "x"}, headers={"Last-Event-ID": "yesterday"}
-    )
+@pytest.mark.parametrize(
+    "value", ["yesterday", "+5", "5_0", "5 5", "0x10", "5.0", "9223372036854775808", "9" * 40]
+)
+async def test_a_malformed_last_event_id_is_invalid_params(server: LiveServer, value: str) -> None:
+    # int() alone reads "+5" and "5_0"; past 2**63 no event id column holds it.
+    body = await server.jsonrpc("SubscribeToTask", {"id": "x"}, headers={"Last-Event-ID": value})
     assert body["error"]["code"] == -32602
+    assert body["error"]["message"].startswith("Last-Event-ID: ")
+
+
+#: Texts Python's int() reads but no ProtoJSON parser takes, and numbers past int32.
+NOT_INT32 = [" 5", "5 ", "+5", "5_0", "\u0665", "0x10", "1e3", "", "2147483648", "9" * 30]
+
+
+@pytest.mark.parametrize("value", NOT_INT32)
+async def test_an_integer_field_takes_only_an_int32_in_the_query_string(
+    server: LiveServer, value: str
+) -> None:
+    response = await server.rest("GET", "/tasks", params={"historyLength": value})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["message"].startswith("historyLength: ")
+
+
+@pytest.mark.parametrize("value", [*NOT_INT32, 2**31, -(2**31) - 1, 1e20])
+async def test_an_integer_field_takes_only_an_int32_on_jsonrpc(
+    server: LiveServer, value: str | int | float
+) -> None:
+    body = await server.jsonrpc("ListTasks", {"pageSize": 5, "historyLength": value})
+    assert body["error"]["code"] == -32602
+    assert body["error"]["message"].startswith("historyLength: ")
+
+
+@pytest.mark.parametrize(("value", "read"), [("7", 7), ("7.0", 7), (7.0, 7)])
+async def test_an_integer_field_takes_what_protojson_writes(
+    server: LiveServer, value: str | float, read: int
+) -> None:
+    body = await server.jsonrpc("ListTasks", {"pageSize": value})
+    assert body["result"]["pageSize"] == read
 
 
 async def test_a_body_that_trickles_in_past_the_timeout_is_a_408(tmp_path: Path) -> None:

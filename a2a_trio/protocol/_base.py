@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Self, TypeVar
 
@@ -115,16 +116,36 @@ Timestamp = Annotated[
 ]
 
 
-def _not_a_boolean(value: Any) -> Any:
+#: The text of an integer in JSON or a query string: ASCII digits, a minus at most.
+_INTEGER_TEXT = re.compile(r"-?[0-9]+(\.0*)?")
+_INT32 = range(-(2**31), 2**31)
+
+
+def _int32(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError(f"expected an integer, got {str(value).lower()}")
+    if isinstance(value, str):
+        # Python's int() would also take " 5", "+5", "5_0" and "\u0665" (an Arabic-Indic
+        # five); no ProtoJSON parser does, so neither does this one.
+        if not _INTEGER_TEXT.fullmatch(value):
+            raise ValueError(f"expected an integer, got {_shown(value)}")
+        value = int(value.partition(".")[0])
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and value not in _INT32:
+        raise ValueError(f"out of range for an int32: {_shown(str(value))}")
     return value
 
 
-#: A protobuf integer field: a JSON number, or a string of one (ProtoJSON takes
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 24 else text[:21] + "...")
+
+
+#: A protobuf int32 field: a JSON number, or a string of one (ProtoJSON takes
 #: both), never ``true`` or ``false``. Python's bool is an int, so pydantic's
-#: lax mode would read ``true`` as 1 (protobuf's own parser refuses it).
-ProtoInt = Annotated[int, BeforeValidator(_not_a_boolean)]
+#: lax mode would read ``true`` as 1 (protobuf's own parser refuses it); a value
+#: outside int32's range is refused as protobuf refuses it, rather than read.
+ProtoInt = Annotated[int, BeforeValidator(_int32)]
 
 
 def _true_or_false(value: Any) -> Any:

@@ -148,13 +148,14 @@ def _last_event_id(request: ProtocolRequest) -> int | None:
     value = request.header("Last-Event-ID")
     if value is None or not value.strip():
         return None
-    try:
-        seq = int(value.strip())
-    except ValueError:
-        raise InvalidParamsError("Last-Event-ID: must be an event id this server sent") from None
-    if seq < 0:
+    text = value.strip()
+    if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():
         raise InvalidParamsError("Last-Event-ID: must not be negative")
-    return seq
+    # Event ids are 64-bit sequence numbers written in ASCII digits; int() alone
+    # would also read "+5", "5_0" and numbers no database column holds.
+    if not (text.isascii() and text.isdigit()) or len(text) > 19 or int(text) >= 2**63:
+        raise InvalidParamsError("Last-Event-ID: must be an event id this server sent")
+    return int(text)
 
 
 def credentials_of(request: ProtocolRequest) -> RequestCredentials:
