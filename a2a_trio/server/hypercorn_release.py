@@ -27,6 +27,8 @@ UNPROTECTED = (
     "a connection its client closed stays open until the keep-alive timeout",
     "a client that stops reading holds its answer in memory and delays shutdown "
     "(server.send_timeout is not applied)",
+    "a request whose client closes as soon as it has the answer is often in the access "
+    "log twice, first as unanswered ('- -')",
     "HTTP/2 is refused (GOAWAY HTTP_1_1_REQUIRED), so the gRPC binding is unavailable: "
     "its stock faults let one client stop the server",
 )

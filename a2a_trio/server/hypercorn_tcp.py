@@ -1,11 +1,12 @@
-"""hypercorn's trio TCP server with four faults mended, a header timeout and two costs cut.
+"""hypercorn's trio TCP server with five faults mended, a header timeout and two costs cut.
 
 hypercorn (0.17 and 0.18, the newest) serves each connection of its trio
 worker with a ``TCPServer``: a task that reads the socket and hands the
 bytes to the connection's protocol (HTTP/1.1, or HTTP/2 after an upgrade),
 in a nursery that also holds the protocol's tasks and an idle timer.
 :class:`MendedTCPServer` removes four faults of it (1, 2, 3, 5), and adds
-a header timeout (4):
+a header timeout (4); :class:`MendedH11Protocol` removes a fifth, of its
+access log (8, after the costs):
 
 1. **One connection's fault ends the server.** An exception out of a
    connection's tasks leaves ``TCPServer.run`` and reaches the worker's
@@ -65,6 +66,16 @@ Two costs of every HTTP/1.1 request go too (6, 7); together they were some
    Here the head of an answer with a ``Content-Length`` waits for its body
    and both go in one write (:class:`MendedH11Protocol`), an empty write is
    none, and a write takes the lock without a schedule point when it is free.
+
+8. **An answer its client took in full is logged twice.** hypercorn logs a
+   request when its stream closes: with the answer's status once the answer
+   is written, or as ``- -`` (no answer) when the client closed first. A
+   client that closes as soon as it has read the answer (curl, any client
+   not pooling) often does so while the stream is still between its last
+   write and its end: the stream then logs the request as unanswered, then
+   again with its status (16 of 40 such requests on stock 0.18.0). Here a
+   close that comes once the answer's last byte is written leaves the
+   stream to end the answer, and log it, first (:class:`MendedH11Protocol`).
 
 With them, :mod:`.hypercorn_disconnect` tells an app of its client's
 disconnect without a task of the app's waiting for it.
@@ -278,7 +289,8 @@ class _IdleTimer:
 
 
 class MendedH11Protocol(H11Protocol):
-    """hypercorn's ``H11Protocol``, writing an answer's head with its body (7).
+    """hypercorn's ``H11Protocol``, writing an answer's head with its body (7),
+    and logging an answer its client took in full once (8).
 
     The head of an answer that declares its length is held until the next
     write, which the body (or, for an empty one, its end) makes at once.
@@ -289,9 +301,29 @@ class MendedH11Protocol(H11Protocol):
         self._write = self.send
         self.send = self._send_after_head
         self._head = b""
+        #: Bytes of the answer's declared length not written yet (None: no length).
+        self._unwritten: int | None = None
+        #: Whether the answer's last byte is written, or being written.
+        self._answered = False
+
+    async def handle(self, event: Event) -> None:
+        if isinstance(event, Closed) and self.stream is not None and self._answered:
+            # (8) The client closed as soon as it had the whole answer, while the
+            # stream is still ending it: it logs the answer and closes itself next
+            # (its StreamClosed recycles the connection, which closes it now).
+            return
+        await super().handle(event)
 
     async def _send_h11_event(self, event: Any) -> None:
-        if isinstance(event, h11.Response) and _declares_length(event.headers):
+        if isinstance(event, h11.Response):
+            self._unwritten = _declared_length(event.headers)
+            self._answered = False
+        elif isinstance(event, h11.Data) and self._unwritten is not None:
+            self._unwritten -= len(event.data)
+            self._answered = self._unwritten <= 0
+        elif isinstance(event, h11.EndOfMessage):
+            self._answered = True
+        if isinstance(event, h11.Response) and self._unwritten is not None:
             try:
                 self._head += self.connection.send(event)
             except h11.LocalProtocolError:  # as hypercorn's
@@ -310,8 +342,14 @@ class MendedH11Protocol(H11Protocol):
         await self._write(event)
 
 
-def _declares_length(headers: Any) -> bool:
-    return any(name.lower() == b"content-length" for name, _ in headers)
+def _declared_length(headers: Any) -> int | None:
+    for name, value in headers:
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None  # h11 refuses it when it writes the head
+    return None
 
 
 def installed() -> bool:
