@@ -41,7 +41,12 @@ def two_databases(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tu
         fresh_database(server, prefix="hedges_console_a") as first,
         fresh_database(server, prefix="hedges_console_b") as second,
     ):
-        yield postgres_url(first), postgres_url(second)
+        if request.param == "postgres-then-sqlite":
+            yield postgres_url(first), sqlite_url(tmp_path / "other.db")
+        elif request.param == "sqlite-then-postgres":
+            yield sqlite_url(tmp_path / "a2a.db"), postgres_url(second)
+        else:
+            yield postgres_url(first), postgres_url(second)
 
 
 @asynccontextmanager
@@ -168,6 +173,12 @@ def forged_entries(token: str) -> list[Any]:
     return entries
 
 
+# The mixed pairs: a SQLite database has no member rows, and was once left out.
+@pytest.mark.parametrize(
+    "two_databases",
+    ["sqlite", "postgres", "postgres-then-sqlite", "sqlite-then-postgres"],
+    indirect=True,
+)
 async def test_the_members_view_names_the_databases_a_process_serves(
     tmp_path: Path, two_databases: tuple[str, str]
 ) -> None:

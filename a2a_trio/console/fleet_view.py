@@ -131,7 +131,14 @@ async def processes(
                 [*seen.databases, fleet.database],
                 seen.me or me,
             )
-    return list(merged.values())
+    # A database without a cluster (SQLite) has no member rows: this process
+    # alone serves it, and names it among its own, in the app's order.
+    order = [database.store.display for database in app.databases.all]
+    own = [database.store.display for database in app.databases.all if database.cluster is None]
+    return [
+        replace(p, databases=sorted([*p.databases, *own], key=order.index)) if p.me else p
+        for p in merged.values()
+    ]
 
 
 async def deployment_counters(app: A2AApp, mine: dict[str, float]) -> dict[str, Any]:
