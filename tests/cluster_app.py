@@ -7,8 +7,8 @@ it on the same database (``A2A_TRIO_DATABASE``) with a short lease
 sees what ran where and when.
 
 ``tick N``  WORKING, then N progress updates 50 ms apart, then COMPLETED
-``burst N`` WORKING, then (once the file ``<task id>.go`` exists) N progress updates
-            1 ms apart, then COMPLETED
+``burst N [MS]`` WORKING, then (once the file ``<task id>.go`` exists) N progress
+            updates MS ms apart (1 unless said), then COMPLETED
 ``count``   INPUT_REQUIRED after 5 ms, each run noted (and any overlap with another
             run of the same task, in any process, as a violation); a follow-up ``count``
             runs again
@@ -80,8 +80,9 @@ class ClusterExecutor(AgentExecutor):
                 # before the subscription begins, and an ended task takes none.
                 while not (DIRECTORY / f"{context.task_id}.go").exists():  # noqa: ASYNC110
                     await trio.sleep(0.005)
-                for n in range(int(rest)):
-                    await trio.sleep(0.001)
+                count, _, pause = rest.partition(" ")
+                for n in range(int(count)):
+                    await trio.sleep(int(pause or "1") / 1000)
                     await updater.start_work(f"burst {n + 1}")
                 await updater.complete()
             case "ask":

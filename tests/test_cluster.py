@@ -120,6 +120,10 @@ async def frames(
         http.stream("POST", "/jsonrpc", json=body, headers=headers) as response,
     ):
         assert response.status_code == 200
+        if not response.headers["content-type"].startswith("text/event-stream"):
+            # A refused call answers one JSON-RPC error, not a stream: read as
+            # one, it would pass for a stream that ended with no frame.
+            pytest.fail(f"not an event stream: {(await response.aread()).decode()}")
         event_id = None
         # At ``limit``, a cancel, not a ``break``: it raises in httpx's innermost
         # generator, so that each of its nested generators ends here. A ``break``
@@ -181,17 +185,15 @@ async def start_task(server: ServerProcess, text: str) -> dict[str, Any]:
 # --- one task, two processes ------------------------------------------------------------------
 
 
-# Serial (noxfile.py) for now: a known defect, found 2026-11-27 and not fixed yet.
-# Under load (four copies of the subscriber tests at once) a SubscribeToTask on one
-# process for a task another process runs can answer 200 and end with no frame:
-# 13 of 36 such runs on 90d8128, 1 of 24 on 2be963a. On a quiet machine it passes.
-@pytest.mark.serial
 async def test_a_subscriber_on_one_process_sees_what_another_process_records(
     cluster: Cluster,
 ) -> None:
     a, b, _ = cluster.processes
-    task = await start_task(a, "tick 6")
-    received = await frames(b, "SubscribeToTask", {"id": task["id"]})
+    # Updates 50 ms apart once the subscriber has its first frame: a task that
+    # could end before the subscription arrives (a loaded machine) would refuse it.
+    task = await start_task(a, "burst 6 50")
+    go = cluster.directory / f"{task['id']}.go"
+    received = await frames(b, "SubscribeToTask", {"id": task["id"]}, after_first=go.touch)
     states = [state_of(result) for _, result in received]
     assert states[-1] == "TASK_STATE_COMPLETED"
     ids = [int(event_id) for event_id, _ in received if event_id is not None]
@@ -201,6 +203,25 @@ async def test_a_subscriber_on_one_process_sees_what_another_process_records(
         cluster.database, "SELECT seq FROM task_events WHERE task_id = %s ORDER BY seq", task["id"]
     )
     assert ids[1:] == [seq for (seq,) in logged if seq > ids[0]]
+
+
+async def test_a_subscription_to_a_task_another_process_ended_is_refused_as_unsupported(
+    cluster: Cluster,
+) -> None:
+    # What a subscription that comes after the end gets: one JSON-RPC error, not a
+    # stream (the subscriber tests once took it for a stream with no frame).
+    a, b, _ = cluster.processes
+    task = await start_task(a, "tick 1")
+    await wait_for_state(a, task["id"], "TASK_STATE_COMPLETED")
+    body = {"jsonrpc": "2.0", "id": "s", "method": "SubscribeToTask", "params": {"id": task["id"]}}
+    async with client(b) as http:
+        response = await http.post("/jsonrpc", json=body, headers={"Accept": "text/event-stream"})
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == -32004
+    assert error["data"][0]["reason"] == "UNSUPPORTED_OPERATION"
+    assert error["data"][0]["metadata"] == {"taskId": task["id"], "state": "TASK_STATE_COMPLETED"}
 
 
 async def test_a_subscriber_on_another_process_misses_none_of_a_burst_of_updates(
@@ -281,33 +302,26 @@ async def test_a_cancel_on_one_process_stops_the_execution_on_another_at_once(
     assert statistics.median(delays) <= 0.05, delays
 
 
-# Serial (noxfile.py) for now: a known defect, found 2026-11-27 and not fixed yet.
-# Under load (four copies of the subscriber tests at once) a SubscribeToTask on one
-# process for a task another process runs can answer 200 and end with no frame:
-# 13 of 36 such runs on 90d8128, 1 of 24 on 2be963a. On a quiet machine it passes.
-@pytest.mark.serial
 async def test_a_subscriber_misses_nothing_when_its_process_loses_its_wake_ups(
     cluster: Cluster,
 ) -> None:
     a, b, _ = cluster.processes
-    task = await start_task(a, "tick 10")
-    received: list[tuple[str | None, dict[str, Any]]] = []
+    task = await start_task(a, "burst 10 50")
 
-    async def subscribe() -> None:
-        received.extend(await frames(b, "SubscribeToTask", {"id": task["id"]}))
+    def lose_wake_ups() -> None:
+        # Once the subscription is in: every listening connection of the cluster
+        # goes (each reconnects and reads its live tasks back from the log), and
+        # only then does the task go on, so that it cannot end before it is followed.
+        execute(
+            cluster.database,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = %s AND datname = current_database()",
+            LISTENER_APPLICATION,
+        )
+        (cluster.directory / f"{task['id']}.go").touch()
 
     with trio.fail_after(20):  # without the catch-up, the stream would wait for good
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(subscribe)
-            await trio.sleep(0.1)
-            # Every listening connection of the cluster goes: each reconnects
-            # and reads its live tasks back from the log.
-            execute(
-                cluster.database,
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = %s AND datname = current_database()",
-                LISTENER_APPLICATION,
-            )
+        received = await frames(b, "SubscribeToTask", {"id": task["id"]}, after_first=lose_wake_ups)
     states = [state_of(result) for _, result in received]
     assert states[-1] == "TASK_STATE_COMPLETED"
     ids = [int(event_id) for event_id, _ in received if event_id is not None]

@@ -422,6 +422,10 @@ async def streamed_states(
         http.stream("POST", "/jsonrpc", json=body, headers={"Accept": "text/event-stream"}) as sse,
     ):
         assert sse.status_code == 200
+        if not sse.headers["content-type"].startswith("text/event-stream"):
+            # A refused call (a task that ended before its subscription came) answers
+            # one JSON-RPC error: read as a stream, it would pass for one with no frame.
+            pytest.fail(f"not an event stream: {(await sse.aread()).decode()}")
         async for line in sse.aiter_lines():
             if line.startswith("data:"):
                 data = json.loads(line[5:])
