@@ -11,12 +11,15 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import trio
+from psycopg import sql
 
 from a2a_trio import A2AApp
 from a2a_trio.echo import EchoExecutor, echo_card
@@ -24,7 +27,7 @@ from a2a_trio.store.postgres import PoolSettings
 from a2a_trio.store.url import PostgresLocation
 
 from .conftest import LiveServer, live_server, user_message
-from .postgres import admin_connect
+from .postgres import admin_connect, fresh_database, postgres_url
 
 FINAL = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED")
 
@@ -174,3 +177,58 @@ async def test_a_statement_that_runs_out_of_time_is_an_internal_error_not_a_hung
                 state not in FINAL for state, _ in stored_tasks(empty_database).values()
             ):
                 await trio.sleep(0.2)
+
+
+async def test_a_database_out_of_reach_is_answered_retry_later_on_every_binding(
+    tmp_path: Path, postgres: PostgresLocation
+) -> None:
+    # Before, each request during the outage was answered 500 Internal error,
+    # which tells a client nothing of what to do (load balancers and retry
+    # policies retry a 503 with Retry-After, not a 500).
+    with fresh_database(postgres) as location:
+        async with live_server(tmp_path, mount_echo, database=postgres_url(location)) as server:
+            task_id = (await send(server, "before"))["result"]["task"]["id"]
+            with database_down(postgres, location):
+                body = await server.jsonrpc("GetTask", {"id": task_id})
+                assert body["error"]["code"] == -32603
+                assert body["error"]["data"][0]["reason"] == "STORAGE_UNAVAILABLE"
+                assert (await send(server, "during"))["error"]["data"][0]["reason"] == (
+                    "STORAGE_UNAVAILABLE"
+                )
+                for method, path in [
+                    ("GET", f"/rest/tasks/{task_id}"),
+                    ("GET", "/rest/tasks"),
+                    ("POST", f"/rest/tasks/{task_id}:subscribe"),
+                ]:
+                    response = await server.client.request(
+                        method, path, headers={"A2A-Version": "1.0"}
+                    )
+                    assert response.status_code == 503, (path, response.text)
+                    assert response.headers["Retry-After"] == "2"
+                    error = response.json()["error"]
+                    assert error["status"] == "UNAVAILABLE"
+                    assert error["details"][0]["reason"] == "STORAGE_UNAVAILABLE"
+            # Back: the same requests are answered again (the pool reconnects).
+            with trio.fail_after(30):
+                body = await server.jsonrpc("GetTask", {"id": task_id})
+                while "result" not in body:  # the pool reconnects on its own schedule
+                    await trio.sleep(0.1)
+                    body = await server.jsonrpc("GetTask", {"id": task_id})
+            assert body["result"]["id"] == task_id
+
+
+@contextmanager
+def database_down(server: PostgresLocation, location: PostgresLocation) -> Iterator[None]:
+    """``location`` allows no connection, and those open end, until the block ends."""
+    name = sql.Identifier(location.dbname)
+    with admin_connect(server) as admin:
+        admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(name))
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            (location.dbname,),
+        )
+    try:
+        yield
+    finally:
+        with admin_connect(server) as admin:
+            admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(name))

@@ -33,6 +33,7 @@ __all__ = [
     "RequestTimeoutError",
     "ServerBusyError",
     "StorageFullError",
+    "StorageUnavailableError",
     "TaskNotCancelableError",
     "TaskNotFoundError",
     "UnauthenticatedError",
@@ -310,6 +311,26 @@ class StorageFullError(A2AError):
     retry_after = 10
 
 
+class StorageUnavailableError(A2AError):
+    """The database could not be reached (a restart, a failover, a network cut).
+
+    Retryable, as :class:`StorageFullError` is, and answered the same way on
+    each binding but for gRPC, whose UNAVAILABLE names "most likely a
+    transient condition, which can be corrected by retrying". A message sent
+    again with its ``messageId`` is not run twice.
+    """
+
+    spec = ErrorSpec(
+        -32603,
+        503,
+        "UNAVAILABLE",
+        "STORAGE_UNAVAILABLE",
+        "The server's storage cannot be reached. Try again later.",
+    )
+    #: Seconds a client should wait before trying again (HTTP ``Retry-After``).
+    retry_after = 2
+
+
 ERROR_TABLE: dict[str, type[A2AError]] = {
     cls.__name__: cls
     for cls in (
@@ -334,6 +355,7 @@ ERROR_TABLE: dict[str, type[A2AError]] = {
         RequestTimeoutError,
         ServerBusyError,
         StorageFullError,
+        StorageUnavailableError,
     )
 }
 

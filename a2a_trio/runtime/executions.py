@@ -21,11 +21,13 @@ from ..protocol import (
     InvalidAgentResponseError,
     Message,
     StorageFullError,
+    StorageUnavailableError,
     Task,
     TaskState,
     UnsupportedOperationError,
 )
 from ..store import LeaseHeld, StaleTask, StoredTask
+from ..store.outage import unreachable
 from .cluster import new_token
 from .endings import CANCELED_BY_CLIENT, STORE_FAILED, Ending, PendingEndings, ending_of
 from .executor import AgentExecutor, Principal, RequestContext
@@ -164,7 +166,7 @@ class Executions:
             if full is not None:
                 execution.error = full  # retryable: the client tries again
             elif not execution.first.is_set():
-                execution.error = InternalError()
+                execution.error = unanswered(failure)
         finally:
             if lease is not None and not execution.lease_released:
                 self._release(lease)
@@ -467,17 +469,26 @@ class Executions:
                 self._pending.add(live.task_id, (TaskState.CANCELED, CANCELED_BY_CLIENT))
             if not canceller.first.is_set():
                 canceller.error = full
-        except Exception:  # the store is failing: the client hears of it, the host goes on
+        except (
+            Exception
+        ) as failure:  # the store is failing: the client hears of it, the host goes on
             log.exception("agent %s could not cancel task %s", self.name, live.task_id)
             if running is not None:
                 running.cancel_requested = False
             if not canceller.first.is_set():
-                canceller.error = InternalError()
+                canceller.error = unanswered(failure)
         finally:
             canceller.settle_first()
             if canceller.lease_token is not None and self.state.cluster is not None:
                 self.state.cluster.release(canceller.lease_token)
             self._live.release(live)
+
+
+def unanswered(failure: Exception) -> InternalError | StorageUnavailableError:
+    """What a client not answered yet hears of a failure of the host's: to try
+    again later when the database was out of reach (the retry's messageId finds
+    what was stored), else the server's fault."""
+    return StorageUnavailableError() if unreachable(failure) else InternalError()
 
 
 def _describe(error: BaseException) -> str:

@@ -33,6 +33,7 @@ from ..protocol import (
 from ..protocol.sse import KEEPALIVE, format_event
 from ..runtime import TaskEventStream
 from .body_budget import BudgetShare, unbudgeted
+from .failures import answer_for
 from .hypercorn_disconnect import EXTENSION as DISCONNECT_EXTENSION
 from .hypercorn_disconnect import Disconnect
 
@@ -400,9 +401,10 @@ async def _relay(body: EventStreamBody, send: Send) -> bytes:
             frames = []
     except A2AError as error:
         return b"".join([*frames, format_event(body.render_error(error))])
-    except Exception:
-        log.exception("event stream failed")
-        return b""
+    except Exception as failure:
+        # The client hears that the stream failed, not a stream that just stops.
+        answer = answer_for(failure, log, "event stream failed")
+        return b"".join([*frames, format_event(body.render_error(answer))])
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:

@@ -21,7 +21,6 @@ from ..protocol import (
     A2AError,
     Call,
     ContentTypeNotSupportedError,
-    InternalError,
     InvalidParamsError,
     MethodNotAllowedError,
     Operation,
@@ -65,6 +64,7 @@ from .compat_v0_3 import (
     rest_body_v0_3,
     rest_event_v0_3,
 )
+from .failures import answer_for
 from .mount import AgentMount, Outcome
 
 __all__ = ["ServerSettings", "base_url", "handle_jsonrpc", "handle_rest", "rest_error"]
@@ -367,10 +367,10 @@ async def handle_jsonrpc(
         )
     except ClientGone:
         raise
-    except Exception:
-        log.exception("JSON-RPC request failed")
-        request.outcome = InternalError.spec.reason
-        return _jsonrpc_error(request_id, InternalError(), v0_3=v0_3)
+    except Exception as failure:
+        answer = answer_for(failure, log, "JSON-RPC request failed")
+        request.outcome = answer.spec.reason
+        return _jsonrpc_error(request_id, answer, v0_3=v0_3)
     if isinstance(outcome, TaskEventStream):
         in_the_end = partial(_jsonrpc_error_text, request_id, v0_3=v0_3)
         if v0_3:
@@ -442,10 +442,10 @@ async def handle_rest(
         return rest_error(error, v0_3=v0_3)
     except ClientGone:
         raise
-    except Exception:
-        log.exception("HTTP+JSON request failed")
-        request.outcome = InternalError.spec.reason
-        return rest_error(InternalError(), v0_3=v0_3)
+    except Exception as failure:
+        answer = answer_for(failure, log, "HTTP+JSON request failed")
+        request.outcome = answer.spec.reason
+        return rest_error(answer, v0_3=v0_3)
     if isinstance(outcome, TaskEventStream):
         in_the_end = partial(_rest_error_text, v0_3=v0_3)
         if v0_3:

@@ -30,7 +30,7 @@ from google.protobuf.message import Message
 from google.rpc import status_pb2
 
 from .. import telemetry
-from ..protocol import PROTOCOL_VERSION, A2AError, InternalError, Operation
+from ..protocol import PROTOCOL_VERSION, A2AError, Operation
 from ..protocol.grpc_wire import (
     ACCEPT_ENCODING,
     GRPC_CONTENT_TYPES,
@@ -51,6 +51,7 @@ from ..runtime import TaskEventStream
 from .asgi import ClientGone, ProtocolRequest, Receive, Scope, Send
 from .bindings import ServerSettings, _extensions, base_url, credentials_of
 from .body_budget import BodyBudget, unbudgeted
+from .failures import answer_for
 from .mount import AgentMount
 
 __all__ = ["is_grpc", "serve_grpc"]
@@ -178,10 +179,10 @@ async def _serve(
         text, outcome = error.message, error.spec.reason
     except GrpcError as error:
         code, text, outcome = error.status, error.message, error.status.name
-    except Exception:
-        log.exception("gRPC call failed")
-        code, details = error_status(InternalError())
-        text, outcome = details.message, InternalError.spec.reason
+    except Exception as failure:
+        answer = answer_for(failure, log, "gRPC call failed")
+        code, details = error_status(answer)
+        text, outcome = details.message, answer.spec.reason
     if outcome == "ok" and code is GrpcStatus.DEADLINE_EXCEEDED:
         outcome = code.name
     if observer is not None:

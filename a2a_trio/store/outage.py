@@ -14,13 +14,20 @@ from __future__ import annotations
 import logging
 import time
 
-__all__ = ["ReachabilityLog", "RetriesFilter", "StoreUnreachable"]
+__all__ = ["ReachabilityLog", "RetriesFilter", "StoreUnreachable", "unreachable"]
 
 log = logging.getLogger("a2a_trio.store")
 
 
 class StoreUnreachable(Exception):
     """The database could not be reached (no connection, or it broke): worth a retry."""
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether ``error`` is a :class:`StoreUnreachable`, or a group of nothing else."""
+    if isinstance(error, BaseExceptionGroup):  # raised in a nursery
+        return all(unreachable(inner) for inner in error.exceptions)
+    return isinstance(error, StoreUnreachable)
 
 
 class ReachabilityLog:
