@@ -196,6 +196,30 @@ async def test_a_queued_message_runs_on_a_worker_and_continues_through_another_w
     assert done["artifacts"][0]["parts"][0]["text"] == "continued on w0"
 
 
+#: The task's latest queued execution: its state, and whether the transaction that
+#: wrote it last also wrote the task last.
+ENDED_WITH_TASK = (
+    "SELECT q.state, q.xmin = t.xmin FROM queued_executions q"
+    " JOIN tasks t ON t.agent = q.agent AND t.id = q.task_id"
+    " WHERE q.task_id = ? ORDER BY q.id DESC LIMIT 1"
+)
+
+
+async def test_a_queued_execution_ends_its_row_in_the_transaction_of_its_last_events(
+    deployment: Deployment,
+) -> None:
+    # The worker's last round marks the row done and wakes the web process:
+    # no transaction of its own, for a new task as for a follow-up.
+    web0, web1 = deployment.web
+    paused = (await rpc(web0, "SendMessage", {"message": user_message("ask")}))["task"]
+    assert paused["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert rows(deployment.database, ENDED_WITH_TASK, paused["id"]) == [("done", True)]
+    follow_up = user_message("Ada", taskId=paused["id"])
+    done = (await rpc(web1, "SendMessage", {"message": follow_up}))["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert rows(deployment.database, ENDED_WITH_TASK, paused["id"]) == [("done", True)]
+
+
 async def test_a_queued_agents_direct_answer_reaches_its_client(deployment: Deployment) -> None:
     # Told by the worker's wake-up (its outcome in the payload); each is its
     # own, though both web processes hear both.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ..protocol import PROTOCOL_VERSION, Message, Task, TaskPushNotificationConfig
 from ..protocol.compat_v0_3 import task_to_v0_3
 from ..protocol.limits import Limits
+from .coordination import QueuedFinish
 from .records import EventKind
 
 __all__ = [
@@ -98,6 +99,10 @@ class Share:
     #: Several processes: the token of the lease let go with the share's events
     #: (the last round of an execution). Only for an existing task.
     release: str | None = None
+    #: Several processes (PostgreSQL): the queued execution that ends with the
+    #: share's events (a worker's last round), its row marked done and its web
+    #: process woken in the same transaction (see Coordination.finish_queued).
+    ends: QueuedFinish | None = None
 
     @property
     def snapshot(self) -> Task | None:

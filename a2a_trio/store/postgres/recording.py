@@ -23,7 +23,7 @@ from psycopg import errors as pg_errors
 from ...protocol import Task, TaskPushNotificationConfig
 from ...protocol.limits import Limits
 from ...protocol.versions import LEGACY_VERSION
-from ..coordination import EVENTS, LEASES, signal_payload
+from ..coordination import DONE, EVENTS, LEASES, done_payload, signal_payload
 from ..history import HISTORY_KINDS, read_history
 from ..records import STREAMED_KINDS
 from ..rounds import LeaseHeld, Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
@@ -274,14 +274,18 @@ def _send_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> Cur
                 " FROM gone)"
             )
             unleased = [share.release]
+        ended, row, done, wake = _ends(share, " AND EXISTS (SELECT FROM moved)")
         return conn.execute(
             "WITH moved AS (UPDATE tasks SET state = %s,"
             " updated_at = coalesce(%s::timestamptz, now()), last_seq = %s, snapshot = %s::json"
-            f" WHERE agent = %s AND id = %s AND last_seq = %s RETURNING {configs}){lease}"
+            f" WHERE agent = %s AND id = %s AND last_seq = %s RETURNING {configs}){lease}{ended}"
             f" INSERT INTO {_EVENTS} SELECT * FROM (VALUES {values}) AS event"
             " WHERE EXISTS (SELECT FROM moved)"
-            f" RETURNING (SELECT * FROM moved), pg_notify('{EVENTS}', %s){released}",
-            [*task, agent, task_id, share.base_seq, *leased, *unleased, *logged, moved],
+            f" RETURNING (SELECT * FROM moved), pg_notify('{EVENTS}', %s){released}{done}",
+            [
+                *(*task, agent, task_id, share.base_seq, *leased, *unleased, *row),
+                *(*logged, moved, *wake),
+            ],
         )
     assert share.lease is None and share.release is None, "a new task's lease is new.lease"
     lease, leased = "", []
@@ -291,17 +295,39 @@ def _send_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> Cur
             " VALUES (%s, %s, %s, %s, now()))"
         )
         leased = [agent, task_id, *new.lease]
+    ended, row, done, wake = _ends(share, "")
     cursor = conn.execute(
-        f"WITH logged AS (INSERT INTO {_EVENTS} VALUES {values}){lease}"
+        f"WITH logged AS (INSERT INTO {_EVENTS} VALUES {values}){lease}{ended}"
         " INSERT INTO tasks (state, updated_at, last_seq, snapshot, agent, id, owner,"
         " context_id, created_at)"
         " VALUES (%s, coalesce(%s::timestamptz, now()), %s, %s::json, %s, %s, %s, %s, now())"
-        f" RETURNING {configs}, pg_notify('{EVENTS}', %s)",
-        [*logged, *leased, *task, agent, task_id, new.owner, snapshot.context_id, moved],
+        f" RETURNING {configs}, pg_notify('{EVENTS}', %s){done}",
+        [
+            *(*logged, *leased, *row, *task, agent, task_id, new.owner),
+            *(snapshot.context_id, moved, *wake),
+        ],
     )
     if new.push_config is not None:
         insert_push_config(conn, agent, new.owner, new.push_config, new.push_protocol, box)
     return cursor
+
+
+def _ends(share: Share, only_if: str) -> tuple[str, list[object], str, list[object]]:
+    """End the share's queued execution (``share.ends``) with its events: its row
+    done, its web process woken as :meth:`Coordination.finish_queued` would.
+
+    A CTE and its parameter (the row), a RETURNING column and its parameter
+    (the wake-up); all empty for a share without one.
+    """
+    finish = share.ends
+    if finish is None:
+        return "", [], "", []
+    ended = (
+        ", ended AS (UPDATE queued_executions SET state = 'done', answer = NULL, error = NULL,"
+        f" updated_at = now() WHERE id = %s{only_if} RETURNING id)"
+    )
+    done = f", (SELECT count(pg_notify('{DONE}', %s)) FROM ended)"
+    return ended, [finish.execution.id], done, [done_payload(finish)]
 
 
 def _logged(share: Share, cursor: Cursor, push: bool) -> set[str]:
