@@ -123,6 +123,8 @@ class Recorder:
                     log.warning(
                         "agent %s: event for task %s refused: %s", self.name, live.task_id, refusal
                     )
+            # A worker's round: its web process publishes it from the wake-up.
+            share.carry = any(execution.queued is not None for execution, _ in items)
             settling = self._writes.take_settling()
             shares.append((live, share, items, settling))
         releasing = self._releasing(ended, {live: share for live, share, _, _ in shares})

@@ -103,6 +103,10 @@ class Share:
     #: share's events (a worker's last round), its row marked done and its web
     #: process woken in the same transaction (see Coordination.finish_queued).
     ends: QueuedFinish | None = None
+    #: Several processes (PostgreSQL): the round's wake-up carries what the share
+    #: wrote, when short enough, so that a process waiting for it needs no read
+    #: of the log (a queued execution's web process; see Coordination's EVENTS).
+    carry: bool = False
 
     @property
     def snapshot(self) -> Task | None:

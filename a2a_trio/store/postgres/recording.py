@@ -23,9 +23,16 @@ from psycopg import errors as pg_errors
 from ...protocol import Task, TaskPushNotificationConfig
 from ...protocol.limits import Limits
 from ...protocol.versions import LEGACY_VERSION
-from ..coordination import DONE, EVENTS, LEASES, done_payload, signal_payload
+from ..coordination import (
+    DONE,
+    EVENTS,
+    LEASES,
+    CarriedRound,
+    done_payload,
+    events_payload,
+)
 from ..history import HISTORY_KINDS, read_history
-from ..records import STREAMED_KINDS
+from ..records import READ_BACK_KINDS, STREAMED_KINDS
 from ..rounds import LeaseHeld, Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
 from ..secrets import SecretBox
 from .database import Connection
@@ -241,12 +248,9 @@ def _send_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> Cur
     agent, task_id, events = share.agent, share.task_id, share.events
     snapshot = events[-1].snapshot
     timestamp = snapshot.status.timestamp
-    task = (
-        snapshot.status.state.value,
-        utc(timestamp) if timestamp else None,
-        events[-1].seq,
-        snapshot.to_json(),
-    )
+    stored = snapshot.to_json()
+    state, at = snapshot.status.state.value, utc(timestamp) if timestamp else None
+    task = (state, at, events[-1].seq, stored)
     first = _log_rows(share)[:_ROWS_PER_STATEMENT]
     values = ", ".join([_EVENT_VALUES] * len(first))
     logged = [value for event in first for value in event]
@@ -254,8 +258,15 @@ def _send_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> Cur
     new = share.new
     # Wakes the other processes' readers of the task, once this commits (a
     # NOTIFY repeated in one transaction is sent once). The base lets a feed
-    # that never saw the task read exactly this round back from the log.
-    moved = signal_payload(agent, task_id, events[-1].seq, share.base_seq)
+    # that never saw the task read exactly this round back from the log; what
+    # the wake-up carries (share.carry) spares it that read.
+    carried = None
+    if share.carry:
+        written: list[tuple[int, str, str]] = [
+            (e.seq, e.kind, e.payload) for e in events if e.kind in READ_BACK_KINDS
+        ]
+        carried = CarriedRound(share.base_seq, stored, written)
+    moved = events_payload(agent, task_id, events[-1].seq, share.base_seq, carried)
     if new is None:
         # The lease taken or let go with the events (see Share.lease and
         # .release): no round trip of its own. A held lease refuses the insert
