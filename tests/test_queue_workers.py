@@ -196,6 +196,75 @@ async def test_a_queued_message_runs_on_a_worker_and_continues_through_another_w
     assert done["artifacts"][0]["parts"][0]["text"] == "continued on w0"
 
 
+#: The task's latest queued execution: its state, and whether the transaction that
+#: wrote it last also wrote the task last.
+ENDED_WITH_TASK = (
+    "SELECT q.state, q.xmin = t.xmin FROM queued_executions q"
+    " JOIN tasks t ON t.agent = q.agent AND t.id = q.task_id"
+    " WHERE q.task_id = ? ORDER BY q.id DESC LIMIT 1"
+)
+
+
+async def test_a_queued_execution_ends_its_row_in_the_transaction_of_its_last_events(
+    deployment: Deployment,
+) -> None:
+    # The worker's last round marks the row done and wakes the web process:
+    # no transaction of its own, for a new task as for a follow-up.
+    web0, web1 = deployment.web
+    paused = (await rpc(web0, "SendMessage", {"message": user_message("ask")}))["task"]
+    assert paused["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert rows(deployment.database, ENDED_WITH_TASK, paused["id"]) == [("done", True)]
+    follow_up = user_message("Ada", taskId=paused["id"])
+    done = (await rpc(web1, "SendMessage", {"message": follow_up}))["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert rows(deployment.database, ENDED_WITH_TASK, paused["id"]) == [("done", True)]
+
+
+async def test_a_web_process_publishes_what_the_workers_wake_up_carries(
+    deployment: Deployment,
+) -> None:
+    # The worker's rounds wake the web processes with what they wrote: the one
+    # waiting for the execution publishes that and reads nothing back. Shown
+    # with a wake-up no worker sent, whose event the log never holds.
+    web0, web1 = deployment.web
+    message = user_message("hold")
+    answer: dict[str, Any] = {}
+    answered = trio.Event()
+
+    async def send() -> None:
+        answer.update(await rpc(web0, "SendMessage", {"message": message}))
+        answered.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(send)
+        task_id, seq, snapshot = await working(deployment, message["messageId"])
+        status = {"state": "TASK_STATE_INPUT_REQUIRED"}
+        forged = {**json.loads(snapshot), "status": status}
+        update = {"taskId": task_id, "contextId": forged["contextId"], "status": status}
+        carried = [json.dumps(forged), [[seq + 1, "status", json.dumps({"statusUpdate": update})]]]
+        payload = json.dumps(["default", task_id, seq + 1, seq, carried])
+        execute(deployment.database, "SELECT pg_notify('a2a_events', ?)", payload)
+        with trio.move_on_after(10):
+            await answered.wait()
+        canceled = await rpc(web1, "CancelTask", {"id": task_id})
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    assert answer["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+async def working(deployment: Deployment, message_id: str) -> tuple[str, int, str]:
+    """The task of the queued message ``message_id`` once WORKING: id, last seq, snapshot."""
+    query = (
+        "SELECT t.id, t.last_seq, t.snapshot::text FROM queued_executions q"
+        " JOIN tasks t ON t.agent = q.agent AND t.id = q.task_id"
+        " WHERE q.request::text LIKE ? AND t.state = 'TASK_STATE_WORKING'"
+    )
+    with trio.fail_after(10):
+        while not (found := rows(deployment.database, query, f"%{message_id}%")):  # noqa: ASYNC110
+            await trio.sleep(0.02)  # another process writes it: nothing tells
+    task_id, seq, snapshot = found[0]
+    return str(task_id), int(seq), str(snapshot)
+
+
 async def test_a_queued_agents_direct_answer_reaches_its_client(deployment: Deployment) -> None:
     # Told by the worker's wake-up (its outcome in the payload); each is its
     # own, though both web processes hear both.

@@ -33,10 +33,12 @@ from ..store.coordination import (
     EVENTS,
     LEASES,
     QUEUE,
+    CarriedRound,
     Claim,
     Coordination,
     QueuedOutcome,
     Signal,
+    carried_round,
     done_outcome,
 )
 
@@ -55,8 +57,9 @@ class ClusterMember(Protocol):
 
     name: str
 
-    def task_moved(self, task_id: str, seq: int) -> None:
-        """Another member recorded events of the task, up to ``seq``."""
+    def task_moved(self, task_id: str, seq: int, carried: CarriedRound | None = None) -> None:
+        """Another member recorded events of the task, up to ``seq`` (``carried``: what
+        its wake-up carried of them, if it did)."""
 
     def catch_up_all(self) -> None:
         """Wake-ups may have been missed: bring every live task up to its log."""
@@ -269,7 +272,7 @@ class Cluster:
         elif member is None:
             return
         elif signal.channel == EVENTS and len(fields) >= 3 and isinstance(fields[2], int):
-            member.task_moved(str(fields[1]), fields[2])
+            member.task_moved(str(fields[1]), fields[2], carried_round(fields))
         elif signal.channel == CANCELS and len(fields) == 4 and fields[2] == self.member:
             member.cancel_here(str(fields[1]), str(fields[3]))
         elif signal.channel == QUEUE:

@@ -17,7 +17,7 @@ import trio
 
 from ..protocol import A2AError, InternalError, Message, StreamResponse, Task, TaskState
 from ..store import LoggedEvent, StoredTask
-from ..store.coordination import QueuedOutcome
+from ..store.coordination import CarriedRound, QueuedOutcome
 from ..store.history import messages_in
 from .batches import Batch
 from .cluster import Cluster, new_token
@@ -101,11 +101,24 @@ class Membership:
 
     # --- reading back what other processes record --------------------------------------
 
-    def task_moved(self, task_id: str, seq: int) -> None:
-        """Another process recorded events of the task: readers here catch up from the log."""
+    def task_moved(self, task_id: str, seq: int, carried: CarriedRound | None = None) -> None:
+        """Another process recorded events of the task: readers here catch up from the log,
+        or from the wake-up when it ``carried`` every event the feed lacks."""
         live = self._state.live.tasks.get(task_id)
-        if live is not None and seq > live.feed.current_seq:
-            self.catch_up_soon(live)
+        if live is None or seq <= live.feed.current_seq:
+            return
+        if carried is not None and live.execution is None and carried.base <= live.feed.last_seq:
+            try:
+                rows = [_read_back(LoggedEvent(*event)) for event in carried.events]
+                snapshot = Task.model_validate_json(carried.snapshot)
+            except ValueError:  # not as this version writes it: read it back
+                log.warning("agent %s: a wake-up of task %s carried no round", self.name, task_id)
+            else:
+                live.feed.catch_up(rows, snapshot, seq)
+                self._queued.settle(live)
+                live.feed.notify()
+                return
+        self.catch_up_soon(live)
 
     def catch_up_all(self) -> None:
         for live in list(self._state.live.tasks.values()):

@@ -281,6 +281,7 @@ class QueuedExecutions:
         started = False
         seq = 0  # the task's last event when the execution ended
         lease: str | None = None  # its lease, if let go with its end
+        ended = False  # its row ended with its last round
         try:
             request = json.loads(work.request)
             telemetry.adopt(request)
@@ -295,6 +296,7 @@ class QueuedExecutions:
                 continuing=stored is not None,
                 protocol=request.get("protocol") or PROTOCOL_VERSION,
                 restart=restart and stored is not None,
+                queued=work,
             )
             if not host.running:  # claimed as the worker began to stop: nothing ran
                 again = True
@@ -306,12 +308,13 @@ class QueuedExecutions:
                 started = True
                 self._running[work.id] = execution
                 await execution.done.wait()
+                ended = execution.queued_ended  # with its last events (see Recorder)
                 seq = live.feed.last_seq
                 token = execution.lease_token
                 if token is not None and host.cluster.withdraw_release(token):
                     lease = token
                 # Handed back, unless it ended meanwhile (or answered with a Message).
-                again = execution.handed_back and execution.answer is None
+                again = execution.handed_back and execution.answer is None and not ended
                 again = again and (live.feed.snapshot is None or live.left_running)
             except UnsupportedOperationError:  # began to stop meanwhile: nothing ran
                 again = True
@@ -346,9 +349,9 @@ class QueuedExecutions:
                         if lease is not None:
                             host.cluster.release(lease)
                         await coordination.requeue(work, restart=started)
-                    else:
-                        ended = QueuedFinish(work, answer=answer, error=error, seq=seq)
-                        await self._ending.add((ended, lease))
+                    elif not ended:
+                        finish = QueuedFinish(work, answer=answer, error=error, seq=seq)
+                        await self._ending.add((finish, lease))
                 except Exception:  # its web process learns it when this worker's lease ends
                     log.exception("agent %s: could not finish queued execution", host.name)
             done()

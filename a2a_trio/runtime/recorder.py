@@ -21,6 +21,7 @@ from .. import telemetry
 from .._locks import held
 from ..protocol import IllegalTransition, StorageFullError, TaskState
 from ..store import LeaseHeld, ReceiptWrite, Round, Share, ShareOutcome, StaleTask
+from ..store.coordination import QueuedFinish
 from .executor import AgentEvent
 from .retries import Retries
 from .state import Entry, Execution, HostState, LiveTask, TurnMessage
@@ -122,6 +123,8 @@ class Recorder:
                     log.warning(
                         "agent %s: event for task %s refused: %s", self.name, live.task_id, refusal
                     )
+            # A worker's round: its web process publishes it from the wake-up.
+            share.carry = any(execution.queued is not None for execution, _ in items)
             settling = self._writes.take_settling()
             shares.append((live, share, items, settling))
         releasing = self._releasing(ended, {live: share for live, share, _, _ in shares})
@@ -171,6 +174,7 @@ class Recorder:
                     self._recording_failed(execution, outcome.error)
         for execution, share in releasing:
             execution.lease_released = outcomes.get(id(share), _NOTHING).error is None
+            execution.queued_ended = execution.lease_released and share.ends is not None
         for _, execution in ended:
             execution.recorded.set()
         for turn in turns:
@@ -184,7 +188,9 @@ class Recorder:
         Several processes: an execution whose executor returned, leaving its
         task paused or final, writes nothing more; its lease goes in the same
         transaction as its last events, not in a round trip of its own. A new
-        task's lease is then not taken at all.
+        task's lease is then not taken at all. A worker's queued execution
+        that made a task ends its row there too (its web process hears it
+        with the events' wake-up): no transaction of its own either.
         """
         releasing: list[tuple[Execution, Share]] = []
         for live, execution in ended:
@@ -211,6 +217,9 @@ class Recorder:
                 share.release = token
             else:
                 continue
+            queued = execution.queued
+            if queued is not None and execution.answer is None and execution.error is None:
+                share.ends = QueuedFinish(queued, seq=share.events[-1].seq)
             releasing.append((execution, share))
         return releasing
 

@@ -26,6 +26,7 @@ from ..protocol import (
 )
 from ..push import PushDispatcher
 from ..store import Store, StoredTask
+from ..store.coordination import QueuedExecution
 from ..store.observer import NO_OBSERVER, Observer
 from .executor import AgentEvent, EventQueue, RequestContext
 from .feed import TaskFeed
@@ -116,6 +117,10 @@ class Execution:
     may_release: bool = False
     #: Whether its lease went with a recorded round (nothing is left to release).
     lease_released: bool = False
+    #: A worker's queued execution: its row, which its last round may end
+    #: (``queued_ended``: it did, so the worker writes no end of its own).
+    queued: QueuedExecution | None = None
+    queued_ended: bool = False
 
     def settle_first(self) -> None:
         self.first.set()

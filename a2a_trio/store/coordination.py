@@ -44,6 +44,7 @@ __all__ = [
     "LEASES",
     "QUEUE",
     "Beat",
+    "CarriedRound",
     "Claim",
     "Coordination",
     "Orphan",
@@ -53,12 +54,16 @@ __all__ = [
     "Report",
     "Signal",
     "WakeUps",
+    "carried_round",
     "done_outcome",
     "done_payload",
+    "events_payload",
     "signal_payload",
 ]
 
-#: A round was recorded: [agent, task, last sequence, sequence before the round].
+#: A round was recorded: [agent, task, last sequence, sequence before the round],
+#: and for a round that carries them [the task's snapshot, [[seq, kind, payload],
+#: ...]] of what it wrote when that is short enough (see :func:`events_payload`).
 EVENTS = "a2a_events"
 #: Leases were let go: [agent, task].
 LEASES = "a2a_leases"
@@ -191,6 +196,46 @@ def done_outcome(fields: tuple[object, ...]) -> QueuedOutcome | None:
     if error is not None and not isinstance(error, dict):
         return None
     return QueuedOutcome(True, answer, error, seq)
+
+
+@dataclass(frozen=True, slots=True)
+class CarriedRound:
+    """What an EVENTS wake-up carried of its round: the task's snapshot (JSON) after it,
+    and its events that a read-back reads (``records.READ_BACK_KINDS``), in order."""
+
+    base: int
+    snapshot: str
+    events: list[tuple[int, str, str]]
+
+
+def events_payload(
+    agent: str, task_id: str, seq: int, base: int, carried: CarriedRound | None = None
+) -> str:
+    """The EVENTS wake-up of a round: with what it wrote (``carried``) if short enough."""
+    if carried is not None:
+        rows = [list(event) for event in carried.events]
+        whole = signal_payload(agent, task_id, seq, base, [carried.snapshot, rows])
+        if whole != "[]":
+            return whole
+    return signal_payload(agent, task_id, seq, base)
+
+
+def carried_round(fields: tuple[object, ...]) -> CarriedRound | None:
+    """What an EVENTS wake-up's fields carry of its round (see :func:`events_payload`)."""
+    if len(fields) != 5 or not isinstance(fields[3], int) or not isinstance(fields[4], list):
+        return None
+    base, carried = fields[3], fields[4]
+    if len(carried) != 2 or not isinstance(carried[0], str) or not isinstance(carried[1], list):
+        return None
+    events: list[tuple[int, str, str]] = []
+    for row in carried[1]:
+        if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], int)):
+            return None
+        seq, kind, payload = row
+        if not (isinstance(kind, str) and isinstance(payload, str)):
+            return None
+        events.append((seq, kind, payload))
+    return CarriedRound(base, carried[0], events)
 
 
 #: What a member tells the others of itself: role (``web`` or ``worker``), the

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ..protocol import PROTOCOL_VERSION, Message, Task, TaskPushNotificationConfig
 from ..protocol.compat_v0_3 import task_to_v0_3
 from ..protocol.limits import Limits
+from .coordination import QueuedFinish
 from .records import EventKind
 
 __all__ = [
@@ -98,6 +99,14 @@ class Share:
     #: Several processes: the token of the lease let go with the share's events
     #: (the last round of an execution). Only for an existing task.
     release: str | None = None
+    #: Several processes (PostgreSQL): the queued execution that ends with the
+    #: share's events (a worker's last round), its row marked done and its web
+    #: process woken in the same transaction (see Coordination.finish_queued).
+    ends: QueuedFinish | None = None
+    #: Several processes (PostgreSQL): the round's wake-up carries what the share
+    #: wrote, when short enough, so that a process waiting for it needs no read
+    #: of the log (a queued execution's web process; see Coordination's EVENTS).
+    carry: bool = False
 
     @property
     def snapshot(self) -> Task | None:

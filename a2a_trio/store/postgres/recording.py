@@ -23,9 +23,16 @@ from psycopg import errors as pg_errors
 from ...protocol import Task, TaskPushNotificationConfig
 from ...protocol.limits import Limits
 from ...protocol.versions import LEGACY_VERSION
-from ..coordination import EVENTS, LEASES, signal_payload
+from ..coordination import (
+    DONE,
+    EVENTS,
+    LEASES,
+    CarriedRound,
+    done_payload,
+    events_payload,
+)
 from ..history import HISTORY_KINDS, read_history
-from ..records import STREAMED_KINDS
+from ..records import READ_BACK_KINDS, STREAMED_KINDS
 from ..rounds import LeaseHeld, Round, Share, ShareOutcome, StaleTask, v0_3_webhook_body
 from ..secrets import SecretBox
 from .database import Connection
@@ -241,12 +248,9 @@ def _send_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> Cur
     agent, task_id, events = share.agent, share.task_id, share.events
     snapshot = events[-1].snapshot
     timestamp = snapshot.status.timestamp
-    task = (
-        snapshot.status.state.value,
-        utc(timestamp) if timestamp else None,
-        events[-1].seq,
-        snapshot.to_json(),
-    )
+    stored = snapshot.to_json()
+    state, at = snapshot.status.state.value, utc(timestamp) if timestamp else None
+    task = (state, at, events[-1].seq, stored)
     first = _log_rows(share)[:_ROWS_PER_STATEMENT]
     values = ", ".join([_EVENT_VALUES] * len(first))
     logged = [value for event in first for value in event]
@@ -254,8 +258,15 @@ def _send_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> Cur
     new = share.new
     # Wakes the other processes' readers of the task, once this commits (a
     # NOTIFY repeated in one transaction is sent once). The base lets a feed
-    # that never saw the task read exactly this round back from the log.
-    moved = signal_payload(agent, task_id, events[-1].seq, share.base_seq)
+    # that never saw the task read exactly this round back from the log; what
+    # the wake-up carries (share.carry) spares it that read.
+    carried = None
+    if share.carry:
+        written: list[tuple[int, str, str]] = [
+            (e.seq, e.kind, e.payload) for e in events if e.kind in READ_BACK_KINDS
+        ]
+        carried = CarriedRound(share.base_seq, stored, written)
+    moved = events_payload(agent, task_id, events[-1].seq, share.base_seq, carried)
     if new is None:
         # The lease taken or let go with the events (see Share.lease and
         # .release): no round trip of its own. A held lease refuses the insert
@@ -274,14 +285,18 @@ def _send_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> Cur
                 " FROM gone)"
             )
             unleased = [share.release]
+        ended, row, done, wake = _ends(share, " AND EXISTS (SELECT FROM moved)")
         return conn.execute(
             "WITH moved AS (UPDATE tasks SET state = %s,"
             " updated_at = coalesce(%s::timestamptz, now()), last_seq = %s, snapshot = %s::json"
-            f" WHERE agent = %s AND id = %s AND last_seq = %s RETURNING {configs}){lease}"
+            f" WHERE agent = %s AND id = %s AND last_seq = %s RETURNING {configs}){lease}{ended}"
             f" INSERT INTO {_EVENTS} SELECT * FROM (VALUES {values}) AS event"
             " WHERE EXISTS (SELECT FROM moved)"
-            f" RETURNING (SELECT * FROM moved), pg_notify('{EVENTS}', %s){released}",
-            [*task, agent, task_id, share.base_seq, *leased, *unleased, *logged, moved],
+            f" RETURNING (SELECT * FROM moved), pg_notify('{EVENTS}', %s){released}{done}",
+            [
+                *(*task, agent, task_id, share.base_seq, *leased, *unleased, *row),
+                *(*logged, moved, *wake),
+            ],
         )
     assert share.lease is None and share.release is None, "a new task's lease is new.lease"
     lease, leased = "", []
@@ -291,17 +306,39 @@ def _send_log(conn: Connection, share: Share, box: SecretBox, push: bool) -> Cur
             " VALUES (%s, %s, %s, %s, now()))"
         )
         leased = [agent, task_id, *new.lease]
+    ended, row, done, wake = _ends(share, "")
     cursor = conn.execute(
-        f"WITH logged AS (INSERT INTO {_EVENTS} VALUES {values}){lease}"
+        f"WITH logged AS (INSERT INTO {_EVENTS} VALUES {values}){lease}{ended}"
         " INSERT INTO tasks (state, updated_at, last_seq, snapshot, agent, id, owner,"
         " context_id, created_at)"
         " VALUES (%s, coalesce(%s::timestamptz, now()), %s, %s::json, %s, %s, %s, %s, now())"
-        f" RETURNING {configs}, pg_notify('{EVENTS}', %s)",
-        [*logged, *leased, *task, agent, task_id, new.owner, snapshot.context_id, moved],
+        f" RETURNING {configs}, pg_notify('{EVENTS}', %s){done}",
+        [
+            *(*logged, *leased, *row, *task, agent, task_id, new.owner),
+            *(snapshot.context_id, moved, *wake),
+        ],
     )
     if new.push_config is not None:
         insert_push_config(conn, agent, new.owner, new.push_config, new.push_protocol, box)
     return cursor
+
+
+def _ends(share: Share, only_if: str) -> tuple[str, list[object], str, list[object]]:
+    """End the share's queued execution (``share.ends``) with its events: its row
+    done, its web process woken as :meth:`Coordination.finish_queued` would.
+
+    A CTE and its parameter (the row), a RETURNING column and its parameter
+    (the wake-up); all empty for a share without one.
+    """
+    finish = share.ends
+    if finish is None:
+        return "", [], "", []
+    ended = (
+        ", ended AS (UPDATE queued_executions SET state = 'done', answer = NULL, error = NULL,"
+        f" updated_at = now() WHERE id = %s{only_if} RETURNING id)"
+    )
+    done = f", (SELECT count(pg_notify('{DONE}', %s)) FROM ended)"
+    return ended, [finish.execution.id], done, [done_payload(finish)]
 
 
 def _logged(share: Share, cursor: Cursor, push: bool) -> set[str]:
