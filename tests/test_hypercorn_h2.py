@@ -35,6 +35,7 @@ from a2a_trio.server import hypercorn_h2
 from .agents import ScriptedExecutor
 from .conftest import live_server, make_card, user_message
 from .servers import CARD_PATH, ServerProcess
+from .test_hypercorn_tcp import closers_are_each_logged_once
 
 SERVICE = "/lf.a2a.v1.A2AService/"
 VERSION = (("a2a-version", "1.0"),)
@@ -373,3 +374,10 @@ async def test_an_answer_the_client_never_makes_room_for_is_given_up(tmp_path: P
             assert connection.statuses[card] == "200"
             assert connection.resets[card] == h2.errors.ErrorCodes.CANCEL
             await server.assert_still_serving()
+
+
+async def test_an_answer_its_client_takes_and_closes_at_once_is_logged_once(
+    tmp_path: Path,
+) -> None:
+    # 6 to 13 of 40 such requests were logged twice, first as unanswered.
+    await closers_are_each_logged_once(tmp_path, "--http2-prior-knowledge")

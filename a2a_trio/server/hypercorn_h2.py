@@ -1,9 +1,10 @@
-"""hypercorn's HTTP/2 connection: six faults mended and a cost cut, for a2a-trio.
+"""hypercorn's HTTP/2 connection: seven faults mended and a cost cut, for a2a-trio.
 
 hypercorn (0.17 and 0.18, the newest) keeps each response stream in a
 priority tree that its sending task walks, and takes a stream out only on a
 visit after the stream has ended. Six faults follow from that and from its
-bookkeeping; this module's :class:`MendedH2Protocol` removes each:
+bookkeeping, and a seventh from the order of its stream's last steps; this
+module's :class:`MendedH2Protocol` removes each:
 
 1. **Ended streams pile up.** A stream ended by its trailers (every gRPC
    answer), or whose body ended after its last chunk went out, or that the
@@ -47,6 +48,13 @@ bookkeeping; this module's :class:`MendedH2Protocol` removes each:
    within its app's ``send_timeout`` seconds (:func:`install`) is reset
    (CANCEL), its data dropped and its app told the client is gone.
 
+7. **An answer its client took in full is logged twice.** A client that
+   closes as soon as it has a whole answer (curl's HTTP/2) often does so
+   while the stream is still between its END_STREAM and its end, and the
+   request was logged as unanswered (``- -``), then again with its status
+   (6 to 13 of 40; :mod:`.hypercorn_tcp`'s fault 8 on HTTP/1.1). Here a
+   stream whose app has ended its answer is left to close itself.
+
 Beneath the mends, :class:`.hypercorn_h2_writes.FewerWrites` writes an
 answer in fewer writes: a unary gRPC answer in one (its module docstring).
 
@@ -73,7 +81,7 @@ import h2.exceptions
 import hypercorn.protocol
 import trio
 from hypercorn.events import Closed, Event, RawData
-from hypercorn.protocol.events import EndBody, EndData, Trailers
+from hypercorn.protocol.events import EndBody, EndData, StreamClosed, Trailers
 from hyperframe.frame import GoAwayFrame
 from priority.priority import MissingStreamError
 
@@ -149,6 +157,8 @@ class MendedH2Protocol(FewerWrites):
         #: Streams whose data waits for the client's window: each one's
         #: deadline, and the bytes it must still send to be clear (fault 6).
         self._stalls: dict[int, tuple[float, int]] = {}
+        #: Streams whose app has ended its answer and not yet closed (fault 7).
+        self._ending: set[int] = set()
         self._stall_watch: trio.CancelScope | None = None
         self._watching = False
 
@@ -156,12 +166,18 @@ class MendedH2Protocol(FewerWrites):
 
     async def stream_send(self, event: StreamEvent) -> None:
         if isinstance(event, Trailers):
+            self._ending.add(event.stream_id)  # (7)
             await super().stream_send(event)
             # The trailers ended the stream: nothing more goes out on it, and
             # the EndBody that follows finds it gone.
             await self._forget(event.stream_id)
         elif isinstance(event, EndBody | EndData):
+            if isinstance(event, EndBody):  # an HTTP answer's (a WebSocket's ends with EndData)
+                self._ending.add(event.stream_id)  # (7)
             await self._end_body(event.stream_id)
+        elif isinstance(event, StreamClosed):
+            self._ending.discard(event.stream_id)  # (7): it closes itself, as in hypercorn
+            await super().stream_send(event)
         else:
             await super().stream_send(event)
 
@@ -215,6 +231,11 @@ class MendedH2Protocol(FewerWrites):
             await self._forget(stream_id)
 
     async def _close_stream(self, stream_id: int) -> None:
+        if stream_id in self._ending:
+            # (7) The client reset the stream, or closed the connection, once
+            # its answer was ending: the stream ends it, logs it with its
+            # status, and closes itself next (its StreamClosed, just above).
+            return
         await super()._close_stream(stream_id)
         if stream_id in self.stream_buffers:
             # Reset by the client, or the connection closed, or the app gave
