@@ -75,7 +75,12 @@ from .common import (
     parse_tick,
     raise_nofile_limit,
 )
-from .conversations import ConversationSettings, render_conversations, run_conversations
+from .conversations import (
+    ConversationSettings,
+    DatabaseProbe,
+    render_conversations,
+    run_conversations,
+)
 from .postgres import DEFAULT_PG_URL, LocalPostgres, PostgresError
 from .run import _cpu_model, _git_state, choose_cores, log, pinned_to, postgres_pinned
 from .servers import ServerKind, ServerProcess, ServerStartError, free_port, spawn
@@ -803,7 +808,12 @@ def run_configuration(
                     total_turns=args.conversation_turns, history_length=args.conversation_history
                 )
                 ports, pids = [s.port for s in servers], [s.pid for s in servers]
-                result = run_conversations(ports, pids, settings, secrets.token_hex(4))
+                url = postgres.url_for(database)
+                probe = DatabaseProbe(
+                    partial(postgres_cpu, backends),
+                    lambda: postgres_counters(url)["transactions"],
+                )
+                result = run_conversations(ports, pids, settings, secrets.token_hex(4), probe)
                 entry.update({"status": "ok", "result": result})
             else:
                 web = [member.web for member in config.members]

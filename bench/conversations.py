@@ -11,7 +11,9 @@ of ``turns`` blocking SendMessage calls over JSON-RPC, until about
 after the other.
 
 Reported per length: turns/s over the whole run, the server's CPU per turn
-(``utime + stime`` of its process from ``/proc``), and the latency of the
+(``utime + stime`` of its process from ``/proc``), on PostgreSQL (when the
+caller gives a :class:`DatabaseProbe`) the CPU of the backends serving the
+bench's database and its committed transactions per turn, and the latency of the
 turns by their number in the conversation (turn 1 creates the task, turn 2 is
 the first follow-up). The targets (issue 25): turn 100's p50 within 1.25x of
 turn 2's, and 100-turn conversations at >= 80 % of the turns/s of new tasks.
@@ -32,7 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +43,7 @@ import trio
 from .common import ASK_PREFIX, INPUT_REQUIRED, JSONRPC_PATH, cpu_seconds
 from .http1 import Http1Client
 
-__all__ = ["ConversationSettings", "render_conversations", "run_conversations"]
+__all__ = ["ConversationSettings", "DatabaseProbe", "render_conversations", "run_conversations"]
 
 _ids = itertools.count(1)
 
@@ -88,6 +90,34 @@ async def _turn(
     if not isinstance(task, dict) or task.get("status", {}).get("state") != INPUT_REQUIRED:
         raise ConversationError(f"not a paused task: {response.body[:300]!r}")
     return str(task["id"]), len(response.body)
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseProbe:
+    """What PostgreSQL spent serving the bench's database, read before and after each length."""
+
+    #: CPU seconds so far of each backend connected to the database, by PID.
+    cpu: Callable[[], dict[int, float]]
+    #: Transactions committed in the database so far (as its backends last reported).
+    transactions: Callable[[], int]
+
+
+def _database_figures(
+    probe: DatabaseProbe, cpu_before: dict[int, float], transactions_before: int, turns: int
+) -> dict[str, float]:
+    """PostgreSQL's CPU (µs) and committed transactions per turn since the ``before`` readings.
+
+    A backend connected meanwhile counts from zero; one gone meanwhile is lost.
+    """
+    cpu = sum(late - cpu_before.get(pid, 0.0) for pid, late in probe.cpu().items())
+    time.sleep(1.0)  # the backends report their transaction counters within a second or so
+    transactions = probe.transactions() - transactions_before
+    if not turns:
+        return {"postgres_cpu_us_per_turn": math.nan, "transactions_per_turn": math.nan}
+    return {
+        "postgres_cpu_us_per_turn": cpu / turns * 1e6,
+        "transactions_per_turn": transactions / turns,
+    }
 
 
 @dataclass(slots=True)
@@ -155,13 +185,19 @@ def _shown_turns(length: int) -> list[int]:
 
 
 async def _measure(
-    ports: Sequence[int], pids: Sequence[int], settings: ConversationSettings, nonce: str
+    ports: Sequence[int],
+    pids: Sequence[int],
+    settings: ConversationSettings,
+    nonce: str,
+    database: DatabaseProbe | None,
 ) -> Any:
     await _converse(ports, 5, max(1, settings.warmup_turns // 5), settings, nonce + "w")
     results = []
     for length in settings.lengths:
         rounds = max(1, math.ceil(settings.total_turns / (length * settings.concurrency)))
         conversations = rounds * settings.concurrency
+        if database is not None:
+            database_cpu, transactions = database.cpu(), database.transactions()
         cpu_before = sum(cpu_seconds(pid) for pid in pids)
         run = await _converse(ports, length, conversations, settings, nonce)
         cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
@@ -191,17 +227,23 @@ async def _measure(
                 "by_turn": {str(turn): figures for turn, figures in by_turn.items()},
             }
         )
+        if database is not None:
+            results[-1].update(_database_figures(database, database_cpu, transactions, turns))
     return {"history_length": settings.history_length, "lengths": results}
 
 
 def run_conversations(
-    ports: Sequence[int], pids: Sequence[int], settings: ConversationSettings, nonce: str
+    ports: Sequence[int],
+    pids: Sequence[int],
+    settings: ConversationSettings,
+    nonce: str,
+    database: DatabaseProbe | None = None,
 ) -> dict[str, Any]:
     """Every length of :class:`ConversationSettings` against the servers on ``ports``.
 
-    CPU is summed over the processes ``pids``.
+    CPU is summed over the processes ``pids``; PostgreSQL's is read from ``database``.
     """
-    result: dict[str, Any] = trio.run(_measure, ports, pids, settings, nonce)
+    result: dict[str, Any] = trio.run(_measure, ports, pids, settings, nonce, database)
     return result
 
 
@@ -231,21 +273,26 @@ def render_conversations(results: dict[str, Any]) -> list[str]:
     """Markdown for the case: per server, per length, then latency by turn."""
     lines = [
         "16 conversations at once, each a blocking SendMessage per turn (JSON-RPC); turn 1 "
-        "creates the task, each later turn continues it. CPU: the server process's, per turn.",
+        "creates the task, each later turn continues it. CPU: the server processes', per turn;"
+        " PostgreSQL's: its backends serving the bench's database (— where not measured).",
         "",
-        "| server | turns per conversation | turns/s | CPU µs/turn | follow-up p50 ms "
-        "| follow-up p99 ms | failed turns |",
-        "|---|---|---|---|---|---|---|",
+        "| server | turns per conversation | turns/s | CPU µs/turn | PostgreSQL CPU µs/turn "
+        "| transactions/turn | follow-up p50 ms | follow-up p99 ms | failed turns |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for server, entry in results.items():
         if entry.get("status") != "ok":
-            lines.append(f"| {server} | FAILED: {str(entry.get('error'))[:120]} | | | | | |")
+            lines.append(f"| {server} | FAILED: {str(entry.get('error'))[:120]} | | | | | | | |")
             continue
         for length in entry["result"]["lengths"]:
             follow = length["length"] > 1
+            database = length.get("postgres_cpu_us_per_turn")
+            transactions = length.get("transactions_per_turn")
             lines.append(
                 f"| {server} | {length['length']} | {_num(length['turns_per_s'])} "
                 f"| {_num(length['cpu_us_per_turn'])} "
+                f"| {'—' if database is None else _num(database)} "
+                f"| {'—' if transactions is None else f'{transactions:.2f}'} "
                 f"| {_num(length['follow_up_p50_ms']) if follow else '—'} "
                 f"| {_num(length['follow_up_p99_ms']) if follow else '—'} "
                 f"| {length.get('failed_turns', 0)} |"

@@ -351,3 +351,25 @@ async def open_connections(location: PostgresLocation) -> list[int]:
             ]
 
     return await trio.to_thread.run_sync(pids)
+
+
+async def test_a_statement_run_again_and_again_is_planned_once(
+    postgres: PostgresLocation,
+) -> None:
+    # An unnest of an array parameter (the coalesced and leasing task reads):
+    # PostgreSQL's default plans it again at each execution, its generic plan
+    # estimated at 100 rows against a custom plan's 1, never found cheaper.
+    statement = (
+        "SELECT k.n FROM unnest(%s::int[]) AS k (n)"
+        " JOIN generate_series(1, 10) AS g (n) ON g.n = k.n"
+    )
+    async with Database.open(postgres, PoolSettings(size=1)) as db:
+        for n in range(1, 11):  # psycopg prepares it once it ran five times
+            assert await db.fetchall(statement, ([n],)) == [(n,)]
+        plans = await db.fetchone(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE 'SELECT k.n FROM unnest%%'"
+        )
+    assert plans is not None
+    generic, custom = plans
+    assert (generic, custom) == (5, 0)  # the default: (0, 5)

@@ -229,6 +229,15 @@ class _Abandoned(Exception):
     """A worker whose caller was cancelled before it began: it does nothing."""
 
 
+#: The statements psycopg prepares (those a connection ran five times) keep one plan.
+#: PostgreSQL's default plans a prepared statement again at every execution while
+#: the generic plan's estimate is not below the custom plans': an ``unnest`` of an
+#: array parameter is estimated at 100 rows generic, 1 custom, so it never is, and
+#: every follow-up's leasing read (task_reads) paid ~1.4 ms of the backend's CPU
+#: for its planning, against ~0.45 ms run with its generic plan.
+PLAN_CACHE_MODE = "force_generic_plan"
+
+
 def connect(
     location: PostgresLocation,
     settings: PoolSettings,
@@ -246,7 +255,7 @@ def connect(
         conn: Connection = psycopg.connect(
             make_conninfo("", **location.conninfo_kwargs()),
             connect_timeout=max(1, round(settings.connect_timeout)),
-            options=f"-c statement_timeout={timeout_ms}",
+            options=f"-c statement_timeout={timeout_ms} -c plan_cache_mode={PLAN_CACHE_MODE}",
             application_name=application,
             autocommit=autocommit,
         )
