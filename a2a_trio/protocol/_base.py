@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Self, TypeVar
 
@@ -41,6 +42,31 @@ class ProtoModel(BaseModel):
         extra="ignore",
         use_enum_values=False,
     )
+
+    def __copy__(self) -> Self:
+        # BaseModel.__copy__ without copy.copy() of each part (three dispatches
+        # through the copy module): wire models keep no extra fields and no
+        # private attributes. A SendMessage copies about seven models.
+        if self.__pydantic_extra__ is not None or self.__pydantic_private__ is not None:
+            return super().__copy__()
+        cls = type(self)
+        copied = cls.__new__(cls)
+        _set = object.__setattr__
+        _set(copied, "__dict__", self.__dict__.copy())
+        _set(copied, "__pydantic_extra__", None)
+        _set(copied, "__pydantic_fields_set__", set(self.__pydantic_fields_set__))
+        _set(copied, "__pydantic_private__", None)
+        return copied
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy, with ``update``'s fields replaced (not validated), as pydantic's."""
+        if deep or self.__pydantic_extra__ is not None:
+            return super().model_copy(update=update, deep=deep)
+        copied = self.__copy__()
+        if update:
+            copied.__dict__.update(update)
+            copied.__pydantic_fields_set__.update(update.keys())
+        return copied
 
     def to_wire(self) -> dict[str, Any]:
         """The ProtoJSON object: camelCase keys, unset fields omitted."""
