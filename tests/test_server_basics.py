@@ -6,6 +6,7 @@ import gc
 from pathlib import Path
 
 from a2a_trio import A2AApp, ServerSettings
+from a2a_trio.server.databases import GC_THRESHOLD
 
 from .agents import ScriptedExecutor
 from .conftest import live_server, make_card, user_message
@@ -73,3 +74,21 @@ async def test_a_started_server_freezes_its_startup_heap_unless_told_not_to(
         body = await server.jsonrpc("SendMessage", {"message": user_message("echo hi")})
         assert body["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         assert gc.get_freeze_count() == 0
+
+
+async def test_a_started_server_collects_its_youngest_objects_less_often(
+    tmp_path: Path,
+) -> None:
+    # Every 700 allocations, a collection walked (and promoted) every request in flight.
+    before = gc.get_threshold()
+    try:
+        gc.unfreeze()
+        gc.set_threshold(700, 10, 10)
+        async with live_server(tmp_path, mount_scripted):
+            assert gc.get_threshold() == (GC_THRESHOLD, 10, 10)
+        gc.unfreeze()
+        gc.set_threshold(500, 10, 10)  # a program's own choice stays
+        async with live_server(tmp_path, mount_scripted):
+            assert gc.get_threshold() == (500, 10, 10)
+    finally:
+        gc.set_threshold(*before)

@@ -111,6 +111,7 @@ class Metrics(Observer):
         self._request_children: dict[tuple[str, str, str, str], tuple[Any, Any]] = {}
         self._event_children: dict[tuple[str, str], Any] = {}
         self._commit_children: dict[str, Any] = {}
+        self._execution_children: dict[str, Any] = {}
         # A deployment of several processes on PostgreSQL (absent otherwise).
         self.queued = Gauge(
             "a2a_queued_executions",
@@ -209,7 +210,10 @@ class Metrics(Observer):
         self.webhooks.labels(notification.lane.agent, outcome).inc()
 
     def execution_started(self, agent: str, task_id: str, owner: str) -> None:
-        self.executions.labels(agent).inc()
+        counter = self._execution_children.get(agent)
+        if counter is None:  # labels() checks and joins its values at every call
+            counter = self._execution_children[agent] = self.executions.labels(agent)
+        counter.inc()
 
     # --- read at scrape -----------------------------------------------------------------
 

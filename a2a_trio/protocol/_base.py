@@ -12,6 +12,7 @@ import base64
 import binascii
 import enum
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Self, TypeVar
 
@@ -43,6 +44,31 @@ class ProtoModel(BaseModel):
         use_enum_values=False,
     )
 
+    def __copy__(self) -> Self:
+        # BaseModel.__copy__ without copy.copy() of each part (three dispatches
+        # through the copy module): wire models keep no extra fields and no
+        # private attributes. A SendMessage copies about seven models.
+        if self.__pydantic_extra__ is not None or self.__pydantic_private__ is not None:
+            return super().__copy__()
+        cls = type(self)
+        copied = cls.__new__(cls)
+        _set = object.__setattr__
+        _set(copied, "__dict__", self.__dict__.copy())
+        _set(copied, "__pydantic_extra__", None)
+        _set(copied, "__pydantic_fields_set__", set(self.__pydantic_fields_set__))
+        _set(copied, "__pydantic_private__", None)
+        return copied
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy, with ``update``'s fields replaced (not validated), as pydantic's."""
+        if deep or self.__pydantic_extra__ is not None:
+            return super().model_copy(update=update, deep=deep)
+        copied = self.__copy__()
+        if update:
+            copied.__dict__.update(update)
+            copied.__pydantic_fields_set__.update(update.keys())
+        return copied
+
     def to_wire(self) -> dict[str, Any]:
         """The ProtoJSON object: camelCase keys, unset fields omitted."""
         return self.model_dump(mode="json", exclude_none=True)
@@ -71,11 +97,38 @@ def utcnow() -> datetime:
 
 def format_timestamp(value: datetime) -> str:
     """RFC 3339 in UTC with millisecond precision: ``2025-10-28T10:30:00.000Z``."""
+    if value.tzinfo is UTC:  # what utcnow() gives: see iso_utc
+        return _MILLISECONDS % (
+            value.year,
+            value.month,
+            value.day,
+            value.hour,
+            value.minute,
+            value.second,
+            value.microsecond // 1000,
+        )
     return iso_utc(value, "milliseconds")
+
+
+# What isoformat() writes, for the two precisions used, without its keyword
+# argument: isoformat(timespec=...) costs about ten times as many instructions
+# (and a status's timestamp is written several times per SendMessage).
+_MILLISECONDS = "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ"
+_MICROSECONDS = "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ"
 
 
 def iso_utc(value: datetime, timespec: str) -> str:
     """``value`` in UTC as ISO 8601 with a ``Z``; naive values are taken as UTC."""
+    if value.tzinfo is UTC and timespec == "microseconds":  # utcnow()'s, as stored
+        return _MICROSECONDS % (
+            value.year,
+            value.month,
+            value.day,
+            value.hour,
+            value.minute,
+            value.second,
+            value.microsecond,
+        )
     if value.tzinfo is UTC:  # what utcnow() gives: no conversion needed
         return value.isoformat(timespec=timespec)[:-6] + "Z"
     return utc_naive(value).isoformat(timespec=timespec) + "Z"

@@ -23,7 +23,12 @@ from ..store import Store
 from ..store.url import DatabaseLocation, SqliteLocation, parse_database_url
 from .lifespan import Lifespan, LifespanSettings
 
-__all__ = ["ASGICall", "Databases", "Storage", "database_identity"]
+__all__ = ["GC_THRESHOLD", "ASGICall", "Databases", "Storage", "database_identity"]
+
+#: The youngest generation's collection threshold a serving process sets with
+#: ``freeze_gc`` (CPython's default is 700), when the program left the defaults.
+GC_THRESHOLD = 7_000
+_DEFAULT_GC_THRESHOLD = (700, 10, 10)
 
 #: An ASGI application's entry point: ``(scope, receive, send)``.
 ASGICall = Callable[[Any, Any, Any], Awaitable[None]]
@@ -139,6 +144,13 @@ class Databases:
             # it is), and garbage first, so that none is kept for good.
             gc.collect()
             gc.freeze()
+            if gc.get_threshold() == _DEFAULT_GC_THRESHOLD:
+                # A request allocates some thousand objects, most freed by their
+                # last reference within it: collecting the youngest generation
+                # every 700 allocations walks, and promotes, the objects of every
+                # request in flight, and the older generations' collections
+                # follow. A program that set its own thresholds keeps them.
+                gc.set_threshold(GC_THRESHOLD, *_DEFAULT_GC_THRESHOLD[1:])
 
     async def _start(self, lifespans: list[Lifespan], *, serving: bool) -> None:
         telemetry.configure()  # traces, if the OTEL_* variables ask for them (workers too)
