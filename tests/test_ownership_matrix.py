@@ -3,7 +3,7 @@
 For each operation and each state of alice's task, bob gets exactly what he gets
 for a task id that never existed, and changes nothing. A file of its own (its
 fixtures and helpers are test_ownership's): with a test file to an xdist
-worker, its 162 servers and the rest of test_ownership run side by side.
+worker, its 108 servers and the 68 tests of test_ownership run side by side.
 """
 
 from __future__ import annotations
