@@ -32,7 +32,7 @@ from a2a_trio.protocol.signing import signed_payload
 
 from .conftest import live_server, served
 from .interop_cache import node_script
-from .test_cli import a2a_async
+from .test_cli import a2a_beside
 
 NODE_SCRIPT = Path(__file__).parent / "interop" / "card_signing.mjs"
 A2A_JS = "@a2a-js/sdk@1.3.0"
@@ -312,7 +312,7 @@ async def test_a2a_trio_card_verify_accepts_a_card_a2a_sdk_signs(
     )
     (tmp_path / "sdk.pub").write_text(public_pem(key))
     async with static_server({"/agent.json": wire(MessageToDict(card))}) as url:
-        result = await a2a_async(
+        result = await a2a_beside(
             "card", "--verify", "--key", "sdk.pub", f"{url}/agent.json", cwd=tmp_path
         )
     assert result.status == 0, result.err
@@ -395,7 +395,7 @@ async def test_a2a_trio_card_verify_accepts_a_card_a2a_js_signs(
     assert answer.get("error") is None, answer
     (tmp_path / "js.pub").write_text(public_pem(key))
     async with static_server({"/agent.json": wire(answer["card"])}) as url:
-        result = await a2a_async(
+        result = await a2a_beside(
             "card", "--verify", "--key", "js.pub", f"{url}/agent.json", cwd=tmp_path
         )
     assert result.status == 0, result.err
@@ -424,7 +424,7 @@ async def test_card_verify_with_a_key_set_picks_the_key_by_kid(
     ours = CardSigner(private_pem(key), algorithm="ES256", kid="card-key-1")
     jwks = {"keys": other.jwks()["keys"] + ours.jwks()["keys"]}
     async with static_server({"/jwks.json": json.dumps(jwks).encode()}) as keys_url:
-        result = await a2a_async(
+        result = await a2a_beside(
             "card", "--verify", "--jwks", f"{keys_url}/jwks.json", url, cwd=tmp_path
         )
     assert result.status == 0, result.err
@@ -439,7 +439,7 @@ async def test_card_verify_without_keys_uses_the_jku_the_signature_names(tmp_pat
         signer = CardSigner(private_pem(key), algorithm="EdDSA", kid="k", jku=f"{url}/jwks.json")
         documents["/jwks.json"] = json.dumps(signer.jwks()).encode()
         documents["/agent.json"] = wire(signer.sign(TRICKY_CARD))
-        result = await a2a_async("card", "--verify", f"{url}/agent.json", cwd=tmp_path)
+        result = await a2a_beside("card", "--verify", f"{url}/agent.json", cwd=tmp_path)
     assert result.status == 0, result.err
     assert f"verifies with the card's own jku {url}/jwks.json" in result.err
 
@@ -483,7 +483,7 @@ async def test_a_tampered_card_fails_verification_naming_the_problem(
     _, document, _ = signed_tricky
     change, problem = TAMPERINGS[tampering]
     async with static_server({"/agent.json": tampered(document, change)}) as url:
-        result = await a2a_async(
+        result = await a2a_beside(
             "card", "--verify", "--key", "trusted.pub", f"{url}/agent.json", cwd=tmp_path
         )
     assert result.status == 1
@@ -499,7 +499,7 @@ async def test_a_signature_naming_a_kid_the_key_set_lacks_fails_naming_it(
     documents = {"/jwks.json": json.dumps(jwks).encode()}
     documents["/agent.json"] = tampered(document, _rename_kid)
     async with static_server(documents) as url:
-        result = await a2a_async(
+        result = await a2a_beside(
             "card", "--verify", "--jwks", f"{url}/jwks.json", f"{url}/agent.json", cwd=tmp_path
         )
     assert result.status == 1
@@ -511,7 +511,7 @@ async def test_a_card_signed_by_another_key_fails_naming_the_kid(
 ) -> None:
     url, _, _ = signed_tricky
     (tmp_path / "other.pub").write_text(public_pem(private_key("ES256")))
-    result = await a2a_async("card", "--verify", "--key", "other.pub", url, cwd=tmp_path)
+    result = await a2a_beside("card", "--verify", "--key", "other.pub", url, cwd=tmp_path)
     assert result.status == 1
     assert "signature 1: it (ES256, kid 'card-key-1') does not match the card" in result.err
 
@@ -521,7 +521,7 @@ async def test_a_key_of_another_type_fails_naming_both(
 ) -> None:
     url, _, _ = signed_tricky
     (tmp_path / "rsa.pub").write_text(public_pem(private_key("RS256")))
-    result = await a2a_async("card", "--verify", "--key", "rsa.pub", url, cwd=tmp_path)
+    result = await a2a_beside("card", "--verify", "--key", "rsa.pub", url, cwd=tmp_path)
     assert result.status == 1
     assert "it is ES256 (kid 'card-key-1'), but the trusted key is an RSA key" in result.err
 

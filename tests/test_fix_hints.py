@@ -15,7 +15,7 @@ from a2a_trio.store.postgres.database import connect
 from a2a_trio.store.url import PostgresLocation
 
 from .postgres import postgres, postgres_url
-from .test_cli import a2a, clean_env
+from .test_cli import a2a, a2a_here, clean_env
 from .test_push_delivery import push_server, rpc_error, send
 
 __all__ = ["postgres"]  # the fixture, used by name
@@ -152,7 +152,9 @@ def test_an_agent_module_that_fails_to_import_exits_2_saying_what_and_where(
     (tmp_path / "a2a_agents" / "__init__.py").write_text("")
     (tmp_path / "a2a_agents" / "hello.py").write_text(source)
     (tmp_path / "a2a.toml").write_text(BROKEN_AGENT)
-    result = a2a(command, cwd=tmp_path)
+    # card only reads and prints: in this process. serve and worker in a child
+    # process each: were they to start despite the broken module, they would not end.
+    result = a2a_here(command, cwd=tmp_path) if command == "card" else a2a(command, cwd=tmp_path)
     assert result.status == 2, result.err
     assert "Traceback" not in result.err and "Usage:" not in result.err
     assert result.err.startswith("error: ")

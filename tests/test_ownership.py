@@ -224,18 +224,6 @@ def ids(listing: dict[str, Any]) -> set[str]:
 # --- another principal's tasks -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-@pytest.mark.parametrize("operation", OPERATIONS)
-@pytest.mark.parametrize("binding", BINDINGS)
-async def test_alices_task_is_not_found_for_bob_exactly_like_a_task_that_never_existed(
-    secured: Parties, binding: str, operation: str, scenario: str
-) -> None:
-    """AUTH-SCOPE-001 (every operation checks the caller), AUTH-SCOPE-003 (no existence leaks)."""
-    with trio.fail_after(TIME_LIMIT):
-        task = await start_task(secured, secured.alice, binding, scenario)
-        await assert_hidden_from(secured, secured.bob, binding, operation, task["id"])
-
-
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_a_running_task_bob_tried_to_cancel_runs_on_for_alice(
     secured: Parties, binding: str
