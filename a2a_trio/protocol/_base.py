@@ -98,15 +98,7 @@ def utcnow() -> datetime:
 def format_timestamp(value: datetime) -> str:
     """RFC 3339 in UTC with millisecond precision: ``2025-10-28T10:30:00.000Z``."""
     if value.tzinfo is UTC:  # what utcnow() gives: see iso_utc
-        return _MILLISECONDS % (
-            value.year,
-            value.month,
-            value.day,
-            value.hour,
-            value.minute,
-            value.second,
-            value.microsecond // 1000,
-        )
+        return _fields(_MILLISECONDS, value, value.microsecond // 1000)
     return iso_utc(value, "milliseconds")
 
 
@@ -117,18 +109,15 @@ _MILLISECONDS = "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ"
 _MICROSECONDS = "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ"
 
 
+def _fields(pattern: str, value: datetime, fraction: int) -> str:
+    date, time = (value.year, value.month, value.day), (value.hour, value.minute, value.second)
+    return pattern % (*date, *time, fraction)
+
+
 def iso_utc(value: datetime, timespec: str) -> str:
     """``value`` in UTC as ISO 8601 with a ``Z``; naive values are taken as UTC."""
     if value.tzinfo is UTC and timespec == "microseconds":  # utcnow()'s, as stored
-        return _MICROSECONDS % (
-            value.year,
-            value.month,
-            value.day,
-            value.hour,
-            value.minute,
-            value.second,
-            value.microsecond,
-        )
+        return _fields(_MICROSECONDS, value, value.microsecond)
     if value.tzinfo is UTC:  # what utcnow() gives: no conversion needed
         return value.isoformat(timespec=timespec)[:-6] + "Z"
     return utc_naive(value).isoformat(timespec=timespec) + "Z"
