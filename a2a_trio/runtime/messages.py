@@ -13,6 +13,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from ..protocol import (
     PROTOCOL_VERSION,
@@ -43,6 +44,19 @@ from .streams import TaskEventStream
 __all__ = ["CREDENTIALS_KEY", "Messages", "new_id"]
 
 log = logging.getLogger("a2a_trio.runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A SendMessage as it asks to be admitted: what each step of the admission reads."""
+
+    request: SendMessageRequest
+    caller: Principal
+    extensions: frozenset[str]
+    retry_key: RetryKey | None
+    protocol: str = PROTOCOL_VERSION
+    #: SendStreamingMessage: the execution waits for the stream to take its message.
+    streaming: bool = False
 
 
 class Messages:
@@ -108,50 +122,30 @@ class Messages:
 
     # --- SendMessage ------------------------------------------------------------
 
-    async def _begin(
-        self,
-        request: SendMessageRequest,
-        caller: Principal,
-        extensions: frozenset[str],
-        retry_key: RetryKey | None,
-        protocol: str = PROTOCOL_VERSION,
-        *,
-        streaming: bool = False,
-    ) -> tuple[LiveTask, Execution]:
-        message = request.message
-        if retry_key is not None:
-            joined = self._retries.join(retry_key, message)
+    async def _begin(self, admission: Admission) -> tuple[LiveTask, Execution]:
+        message = admission.request.message
+        if admission.retry_key is not None:
+            joined = self._retries.join(admission.retry_key, message)
             if joined is not None:
                 return joined
         # A continuation's task is read once, here, while nothing writes it meanwhile.
         read = self.state.live.reading(message.task_id) if message.task_id else None
         try:
-            return await self._start(
-                request, caller, extensions, retry_key, protocol, read, streaming
-            )
+            return await self._start(admission, read)
         finally:
             if read is not None:
                 self.state.live.read_done(read)
 
     async def _start(
-        self,
-        request: SendMessageRequest,
-        caller: Principal,
-        extensions: frozenset[str],
-        retry_key: RetryKey | None,
-        protocol: str,
-        read: TaskRead | None,
-        streaming: bool,
+        self, admission: Admission, read: TaskRead | None
     ) -> tuple[LiveTask, Execution]:
-        message = request.message
+        message = admission.request.message
         stored: StoredTask | None = None
         lease: str | None = None
         try:
             if message.task_id:
-                stored, lease = await self._read_continued(message.task_id, caller)
-            return await self._started(
-                request, caller, extensions, retry_key, protocol, read, streaming, stored, lease
-            )
+                stored, lease = await self._read_continued(message.task_id, admission.caller)
+            return await self._started(admission, read, stored, lease)
         except BaseException:
             if lease is not None and stored is not None and self.state.cluster is not None:
                 self.state.cluster.release(lease)  # held for an execution that did not start
@@ -191,16 +185,12 @@ class Messages:
 
     async def _started(
         self,
-        request: SendMessageRequest,
-        caller: Principal,
-        extensions: frozenset[str],
-        retry_key: RetryKey | None,
-        protocol: str,
+        admission: Admission,
         read: TaskRead | None,
-        streaming: bool,
         stored: StoredTask | None,
         lease: str | None,
     ) -> tuple[LiveTask, Execution]:
+        request, caller, retry_key = admission.request, admission.caller, admission.retry_key
         message = request.message
         if stored is not None:
             if stored.state.is_final:
@@ -230,7 +220,7 @@ class Messages:
             caller=caller,
             configuration=request.configuration,
             metadata=request_metadata,
-            requested_extensions=extensions,
+            requested_extensions=admission.extensions,
             credentials=credentials,
             history_reader=self._executions.history_reader(task_id),
         )
@@ -243,14 +233,14 @@ class Messages:
             continuing=stored is not None,
             retry_key=retry_key,
             retry_message=request.message if retry_key is not None else None,
-            protocol=protocol,
+            protocol=admission.protocol,
             # Still the task as it is (nothing here wrote it since): from now
             # on its live task, held, sees every write (see Executions._resume).
             read=stored if read is not None and not read.moved else None,
             lease_token=lease,
             lease_held=lease is not None,
             claimed=lease is not None,
-            await_message=streaming,
+            await_message=admission.streaming,
         )
         live = self.state.live.acquire(task_id, stored, written_here=not self.runs_elsewhere)
         try:
@@ -285,7 +275,8 @@ class Messages:
             answer = await self._answer_again(earlier.receipt, request, caller)
             await self._retries.answered_again(earlier)
             return answer
-        live, execution = await self._begin(request, caller, extensions, retry_key, protocol)
+        admission = Admission(request, caller, extensions, retry_key, protocol)
+        live, execution = await self._begin(admission)
         try:
             answer = await self._await_answer(live, execution, request.configuration)
         except A2AError:
@@ -365,9 +356,8 @@ class Messages:
 
             stream.on_close(closed)
             return stream
-        live, execution = await self._begin(
-            request, caller, extensions, retry_key, protocol, streaming=True
-        )
+        admission = Admission(request, caller, extensions, retry_key, protocol, streaming=True)
+        live, execution = await self._begin(admission)
         try:
             await execution.first.wait()
         except BaseException:
