@@ -303,16 +303,7 @@ async def test_a_continuation_whose_work_cannot_be_stored_leaves_the_task_paused
     async with full_disk_server(small_disk, executor) as (server, ballast):
         host = server.app.mounts["default"].host
         task_id = await start(server, "ask")
-        message = user_message("Ada", taskId=task_id)
-        async with trio.open_nursery() as nursery:
-
-            async def refused_while_full() -> None:
-                assert storage_full(await server.jsonrpc("SendMessage", {"message": message}))
-
-            nursery.start_soon(refused_while_full)
-            await executor.turn.reached.wait()
-            await fill(server, ballast)
-            executor.turn.release.set()
+        message = await refused_continuation(server, ballast, executor, task_id)
         waiting, paused = host.endings_waiting, await state(server, task_id)
         ballast.free()
         retried = await server.jsonrpc("SendMessage", {"message": message})
