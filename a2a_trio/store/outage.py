@@ -67,7 +67,7 @@ class RetriesFilter(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], StoreUnreachable):
+        if record.exc_info and record.exc_info[1] is not None and unreachable(record.exc_info[1]):
             return False
         args = record.args if isinstance(record.args, tuple) else ()
         return not any(isinstance(arg, StoreUnreachable) for arg in args)
