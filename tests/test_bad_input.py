@@ -379,6 +379,15 @@ async def test_an_integer_field_takes_only_an_int32_in_the_query_string(
     assert response.json()["error"]["message"].startswith("historyLength: ")
 
 
+async def test_an_integer_text_past_pythons_digit_limit_is_out_of_range(
+    server: LiveServer,
+) -> None:
+    # int() refuses texts past 4,300 digits, with a message naming its own setting.
+    body = await server.jsonrpc("ListTasks", {"historyLength": "9" * 5000})
+    assert body["error"]["code"] == -32602
+    assert body["error"]["message"].startswith("historyLength: out of range for an int32: ")
+
+
 @pytest.mark.parametrize("value", [*NOT_INT32, 2**31, -(2**31) - 1, 1e20])
 async def test_an_integer_field_takes_only_an_int32_on_jsonrpc(
     server: LiveServer, value: str | int | float

@@ -171,7 +171,12 @@ def _int32(value: Any) -> Any:
         # five); no ProtoJSON parser does, so neither does this one.
         if not _INTEGER_TEXT.fullmatch(value):
             raise ValueError(f"expected an integer, got {_shown(value)}")
-        value = int(value.partition(".")[0])
+        whole = value.partition(".")[0]
+        if len(whole.lstrip("-").lstrip("0")) > len(str(2**31)):
+            # Past int32 whatever it is; and int() refuses texts past 4,300 digits
+            # with a message naming sys.set_int_max_str_digits.
+            raise ValueError(f"out of range for an int32: {_shown(value)}")
+        value = int(whole)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, int) and value not in _INT32:
