@@ -34,15 +34,19 @@ EVENTS_AFTER = (
 
 #: Tasks' rows, each followed by its events after its own sequence number, by
 #: task: (task, seq, kind, payload) then the row as :data:`TASK` reads it; a
-#: task's row comes first (its seq NULL).
+#: task's row comes first (its seq NULL). Each task and each task's events are
+#: probes of their keys (the subqueries kept apart by their LIMIT and ORDER BY),
+#: as the reads of :mod:`.task_reads` are, and for the same reason.
 TASKS_SINCE = """
-    SELECT id, NULL::bigint, NULL::text, owner, snapshot::text, last_seq, context_id, state
-    FROM tasks WHERE agent = %s AND id = ANY(%s::text[])
+    SELECT t.id, NULL::bigint, NULL::text, t.owner, t.snapshot::text, t.last_seq, t.context_id,
+        t.state
+    FROM unnest(%s::text[]) AS k (id) CROSS JOIN LATERAL
+        (SELECT * FROM tasks WHERE agent = %s AND id = k.id LIMIT 1) t
     UNION ALL
-    SELECT e.task_id, e.seq, e.kind, e.payload::text, NULL, NULL, NULL, NULL
-    FROM unnest(%s::text[], %s::bigint[]) AS c(task_id, seq)
-    JOIN task_events e ON e.agent = %s AND e.task_id = c.task_id AND e.seq > c.seq
-    WHERE e.kind = ANY(%s::text[])
+    SELECT c.task_id, e.seq, e.kind, e.payload::text, NULL, NULL, NULL, NULL
+    FROM unnest(%s::text[], %s::bigint[]) AS c (task_id, seq) CROSS JOIN LATERAL
+        (SELECT seq, kind, payload FROM task_events WHERE agent = %s AND task_id = c.task_id
+            AND seq > c.seq AND kind = ANY(%s::text[]) ORDER BY seq) e
     ORDER BY 1, 2 NULLS FIRST
 """
 
@@ -76,7 +80,7 @@ def tasks_since(
     """
     ids = [task_id for task_id, _ in cursors]
     seqs = [seq for _, seq in cursors]
-    params = (agent, ids, ids, seqs, agent, list(READ_BACK_KINDS))
+    params = (ids, agent, ids, seqs, agent, list(READ_BACK_KINDS))
     read: dict[str, tuple[StoredTask | None, list[LoggedEvent]]] = {}
     for task_id, seq, kind, *rest in conn.execute(TASKS_SINCE, params):
         if seq is None:
