@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -215,3 +216,22 @@ def test_any_task_round_trips(
         }
     )
     assert from_proto(to_proto(task), models.Task) == task
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.datetimes(
+        min_value=datetime(1, 1, 2),
+        max_value=datetime(9999, 12, 30),
+        timezones=st.sampled_from(
+            [UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=11))]
+        ),
+    )
+)
+def test_a_timestamp_is_protobufs_own_to_the_millisecond(when: datetime) -> None:
+    status = models.TaskStatus.model_validate({"state": "TASK_STATE_WORKING", "timestamp": when})
+    expected = Timestamp()
+    expected.FromDatetime(when.replace(microsecond=when.microsecond // 1000 * 1000))
+    proto: Any = to_proto(status)
+    stamp = proto.timestamp
+    assert (stamp.seconds, stamp.nanos) == (expected.seconds, expected.nanos)

@@ -13,7 +13,7 @@ Sans-IO and pure, as the rest of the protocol package.
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any, TypeVar
 
@@ -39,6 +39,7 @@ __all__ = [
 PACKAGE = "lf.a2a.v1"
 #: Models whose message lives outside lf.a2a.v1 (by model class name).
 _WELL_KNOWN = {"Empty": "google.protobuf.Empty"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -135,10 +136,19 @@ def _constructor_fields(data: dict[str, Any], descriptor: Descriptor) -> dict[st
             value = [_json_message(item, target) for item in value]
         elif how == _JSON_MAP:
             value = {key: _json_message(item, target) for key, item in value.items()}
-        elif how == _TIME:  # in milliseconds, as the JSON bindings send it
-            value = value.replace(microsecond=value.microsecond // 1000 * 1000)
+        elif how == _TIME:
+            value = _timestamp(value)
         data[proto_name] = value
     return data
+
+
+def _timestamp(value: datetime) -> dict[str, int]:
+    """A ``Timestamp``'s fields for ``value`` (naive: UTC), in milliseconds as the JSON
+    bindings send it; protobuf's own conversion of a datetime, in Python, cost a gRPC
+    answer ~1 % of its CPU."""
+    since = value - (_EPOCH if value.tzinfo is not None else _EPOCH.replace(tzinfo=None))
+    seconds = since.days * 86_400 + since.seconds
+    return {"seconds": seconds, "nanos": since.microseconds // 1000 * 1_000_000}
 
 
 def _json_message(value: Any, descriptor: Descriptor) -> Message:
