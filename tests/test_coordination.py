@@ -383,3 +383,31 @@ async def test_a_dead_workers_unstarted_execution_is_queued_again_and_a_started_
     assert outcome.error["message"] == "The worker running this message stopped before it ended."
     state = rows(postgres_url(database), "SELECT state FROM queued_executions ORDER BY id")
     assert state == [("claimed",), ("done",)]
+
+
+async def test_a_heard_execution_is_forgotten_and_the_dead_leave_none_for_good(
+    database: PostgresLocation, stores: list[PostgresStore]
+) -> None:
+    # A web process deletes the rows whose outcome it heard, with the leases it
+    # lets go; only done ones. The done rows nobody heard (their web process
+    # died) go once done for ten leases: the queue keeps no row for good.
+    a, b = members(stores)
+    heard, unheard, waiting = await a.enqueue(AGENT, [("t-1", "{}"), ("t-2", "{}"), ("t-3", "{}")])
+    one, two = await b.claim_queued([AGENT], 2)
+    await b.mark_running([heard, unheard])
+    await b.finish_queued([QueuedFinish(one, answer="{}", seq=1), QueuedFinish(two, seq=1)])
+    await a.release([], heard=[heard, waiting])  # the waiting one is not done: it stays
+    url = postgres_url(database)
+    assert rows(url, "SELECT id, state FROM queued_executions ORDER BY id") == [
+        (unheard, "done"),
+        (waiting, "queued"),
+    ]
+    await a.orphans([AGENT])  # done for less than ten leases: kept
+    assert len(rows(url, "SELECT id FROM queued_executions")) == 2
+    execute(
+        url,
+        "UPDATE queued_executions SET updated_at = now() - 11 * ? * interval '1 second'",
+        a.lease_seconds,
+    )
+    await a.orphans([AGENT])
+    assert rows(url, "SELECT id, state FROM queued_executions") == [(waiting, "queued")]

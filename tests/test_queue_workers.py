@@ -196,28 +196,51 @@ async def test_a_queued_message_runs_on_a_worker_and_continues_through_another_w
     assert done["artifacts"][0]["parts"][0]["text"] == "continued on w0"
 
 
-#: The task's latest queued execution: its state, and whether the transaction that
-#: wrote it last also wrote the task last.
-ENDED_WITH_TASK = (
-    "SELECT q.state, q.xmin = t.xmin FROM queued_executions q"
-    " JOIN tasks t ON t.agent = q.agent AND t.id = q.task_id"
-    " WHERE q.task_id = ? ORDER BY q.id DESC LIMIT 1"
+#: Each queued execution, as it is deleted (its web process heard its outcome):
+#: its state, and whether the transaction that wrote it last also wrote its
+#: task last.
+NOTE_HEARD = (
+    "CREATE TABLE heard (id bigint, task_id text, state text, ended_with_task boolean)",
+    """
+    CREATE FUNCTION note_heard() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        INSERT INTO heard SELECT q.id, q.task_id, q.state, q.xmin = t.xmin
+        FROM queued_executions q JOIN tasks t ON t.agent = q.agent AND t.id = q.task_id
+        WHERE q.id = OLD.id;
+        RETURN OLD;
+    END $$
+    """,
+    "CREATE TRIGGER note_heard BEFORE DELETE ON queued_executions"
+    " FOR EACH ROW EXECUTE FUNCTION note_heard()",
 )
+
+
+async def heard(deployment: Deployment, task_id: str, count: int) -> list[tuple[Any, ...]]:
+    """The task's first ``count`` queued executions once deleted: (state, ended with task)."""
+    query = "SELECT state, ended_with_task FROM heard WHERE task_id = ? ORDER BY id"
+    with trio.fail_after(10):
+        while len(found := rows(deployment.database, query, task_id)) < count:  # noqa: ASYNC110
+            await trio.sleep(0.02)  # the web process deletes it soon after: nothing tells
+    return found
 
 
 async def test_a_queued_execution_ends_its_row_in_the_transaction_of_its_last_events(
     deployment: Deployment,
 ) -> None:
     # The worker's last round marks the row done and wakes the web process:
-    # no transaction of its own, for a new task as for a follow-up.
+    # no transaction of its own, for a new task as for a follow-up. The web
+    # process, once it has the outcome, deletes the row.
+    for statement in NOTE_HEARD:
+        execute(deployment.database, statement)
     web0, web1 = deployment.web
     paused = (await rpc(web0, "SendMessage", {"message": user_message("ask")}))["task"]
     assert paused["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    assert rows(deployment.database, ENDED_WITH_TASK, paused["id"]) == [("done", True)]
+    assert await heard(deployment, paused["id"], 1) == [("done", True)]
     follow_up = user_message("Ada", taskId=paused["id"])
     done = (await rpc(web1, "SendMessage", {"message": follow_up}))["task"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert rows(deployment.database, ENDED_WITH_TASK, paused["id"]) == [("done", True)]
+    assert await heard(deployment, paused["id"], 2) == [("done", True), ("done", True)]
+    left = "SELECT count(*) FROM queued_executions WHERE task_id = ?"
+    assert rows(deployment.database, left, paused["id"]) == [(0,)]
 
 
 async def test_a_web_process_publishes_what_the_workers_wake_up_carries(

@@ -115,6 +115,8 @@ class Cluster:
         self._adoption_wanted = trio.Event()
         self._lease_waiters: dict[tuple[str, str], trio.Event] = {}
         self._to_release: list[str] = []
+        #: Queued executions whose outcome this process heard, to delete.
+        self._heard: list[int] = []
         self._release_wanted = trio.Event()
         self._released = trio.Event()
         #: Whether the wake-up connection is listening (readiness).
@@ -197,6 +199,12 @@ class Cluster:
         self._to_release.append(token)
         self._release_wanted.set()
 
+    def heard(self, execution_id: int) -> None:
+        """This process has the outcome of the queued execution: its row may go
+        (soon, batched with the leases let go meanwhile)."""
+        self._heard.append(execution_id)
+        self._release_wanted.set()
+
     def withdraw_release(self, token: str) -> bool:
         """Take back a lease given to :meth:`release` and not yet let go: the caller lets
         it go itself (in a transaction it writes anyway). Whether it was still waiting."""
@@ -216,14 +224,16 @@ class Cluster:
             await self._flush_releases()
 
     async def _flush_releases(self) -> None:
-        while self._to_release:
+        while self._to_release or self._heard:
             self._release_wanted = trio.Event()
             tokens, self._to_release = self._to_release, []
+            heard, self._heard = self._heard, []
             try:
-                await self.coordination.release(tokens)
+                await self.coordination.release(tokens, heard=heard)
             except Exception as error:
                 log.warning("could not release %d task leases (will retry): %s", len(tokens), error)
                 self._to_release[:0] = tokens
+                self._heard[:0] = heard
                 await trio.sleep(min(1.0, self.lease_seconds / 4))
 
     async def request_cancel(self, agent: str, task_id: str, holder: str, owner: str) -> None:

@@ -151,6 +151,7 @@ class QueuedExecutions:
             if row not in self._waiting:
                 return  # another wake-up finished it meanwhile
             del self._waiting[row]
+            host.cluster.heard(row)  # nothing here reads the row again
             # Its last events before its end: a stream must relay them first.
             await self._read_through(live, outcome.seq)
             error = outcome.error

@@ -291,8 +291,10 @@ class Coordination(ABC):
         """
 
     @abstractmethod
-    async def release(self, tokens: list[str]) -> None:
-        """Let the leases of these tokens go (those still held), waking their waiters."""
+    async def release(self, tokens: list[str], *, heard: Sequence[int] = ()) -> None:
+        """Let the leases of these tokens go (those still held), waking their waiters;
+        and forget the queued executions ``heard``: done, their outcome heard by the
+        web process that queued them, so that the queue keeps no row for good."""
 
     @abstractmethod
     async def holder(self, agent: str, task_id: str) -> str | None:
