@@ -96,6 +96,26 @@ def fresh_database(
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
+@asynccontextmanager
+async def database_of_tasks(
+    server: PostgresLocation, count: int
+) -> AsyncIterator[tuple[PostgresLocation, PostgresStore]]:
+    """A new database whose store holds Alice's tasks ``t-0`` to ``t-{count - 1}``:
+    the database and its store, open while in use."""
+    from .store_contract import make_task  # it imports the writes, which need no database
+    from .writes import create
+
+    with fresh_database(server) as location:
+        store = PostgresStore(location)
+        await store.open()
+        try:
+            for n in range(count):
+                await create(store, make_task(f"t-{n}"))
+            yield location, store
+        finally:
+            await store.aclose()
+
+
 @pytest.fixture
 def empty_database(postgres: PostgresLocation) -> Iterator[PostgresLocation]:
     """A database of the test's own, without a2a-trio's tables."""

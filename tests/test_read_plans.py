@@ -17,23 +17,21 @@ every connection plan again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
 from a2a_trio.protocol import TaskState
-from a2a_trio.store.postgres import PostgresStore
 from a2a_trio.store.postgres.database import connect
 from a2a_trio.store.postgres.pool_settings import PoolSettings
 from a2a_trio.store.postgres.reading import TASKS_SINCE
 from a2a_trio.store.postgres.task_reads import TASKS_BY_KEY, TASKS_LEASED
 from a2a_trio.store.url import PostgresLocation
 
-from .postgres import fresh_database
-from .store_contract import make_task
-from .writes import AGENT, create
+from .postgres import database_of_tasks
+from .writes import AGENT
 
 FINAL = [state.value for state in TaskState if state.is_final]
 KINDS = ["task", "status", "artifact", "message"]
@@ -64,15 +62,8 @@ PLANNED, GROWN = 500, 10_000
 
 
 @pytest.fixture
-async def small(postgres: PostgresLocation) -> Any:
-    with fresh_database(postgres) as location:
-        store = PostgresStore(location)
-        await store.open()
-        try:
-            for n in range(2):
-                await create(store, make_task(f"t-{n}"))
-        finally:
-            await store.aclose()
+async def small(postgres: PostgresLocation) -> AsyncIterator[PostgresLocation]:
+    async with database_of_tasks(postgres, 2) as (location, _):
         yield location
 
 

@@ -13,14 +13,13 @@ import psycopg
 import pytest
 import trio
 
-from a2a_trio.store.postgres import Database, PostgresStore
+from a2a_trio.store.postgres import Database
 from a2a_trio.store.postgres.database import Connection
 from a2a_trio.store.postgres.task_reads import TaskReads
 from a2a_trio.store.url import PostgresLocation
 
-from .postgres import fresh_database
-from .store_contract import make_task
-from .writes import AGENT, create
+from .postgres import database_of_tasks
+from .writes import AGENT
 
 
 class Noted:
@@ -37,16 +36,8 @@ class Noted:
 
 @pytest.fixture
 async def noted(postgres: PostgresLocation) -> AsyncIterator[Noted]:
-    with fresh_database(postgres) as location:
-        store = PostgresStore(location)
-        await store.open()
-        try:
-            for n in range(4):
-                await create(store, make_task(f"t-{n}"))
-            async with Database.open(location) as db:
-                yield Noted(db)
-        finally:
-            await store.aclose()
+    async with database_of_tasks(postgres, 4) as (location, _), Database.open(location) as db:
+        yield Noted(db)
 
 
 async def read_all(reads: TaskReads, ids: list[str]) -> dict[str, Any]:
