@@ -33,6 +33,8 @@ from ..store.coordination import (
     EVENTS,
     LEASES,
     QUEUE,
+    WEB_CHANNELS,
+    WORKER_CHANNELS,
     CarriedRound,
     Claim,
     Coordination,
@@ -245,7 +247,10 @@ class Cluster:
         pause, started = 0.1, False
         while True:
             try:
-                async with self.coordination.wake_ups() as wake_ups:
+                # A process hears only what it acts on: a worker, no round
+                # recorded; a web process, no work queued.
+                channels = WORKER_CHANNELS if self.role == "worker" else WEB_CHANNELS
+                async with self.coordination.wake_ups(channels) as wake_ups:
                     self.listening = True
                     if started:
                         # Reconnected: whatever was sent meanwhile is in the tables.

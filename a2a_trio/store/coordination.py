@@ -43,6 +43,8 @@ __all__ = [
     "EVENTS",
     "LEASES",
     "QUEUE",
+    "WEB_CHANNELS",
+    "WORKER_CHANNELS",
     "Beat",
     "CarriedRound",
     "Claim",
@@ -76,6 +78,12 @@ QUEUE = "a2a_queue"
 #: would be too long (the waiter reads the row).
 DONE = "a2a_done"
 CHANNELS = (EVENTS, LEASES, CANCELS, QUEUE, DONE)
+#: What a web process listens to: every channel but the queue's (it claims no work).
+WEB_CHANNELS = (EVENTS, LEASES, CANCELS, DONE)
+#: What a queue worker listens to: work arriving, cancels and leases. Every round
+#: recorded (EVENTS) and every queued execution done (DONE) are for the web
+#: processes: the worker wrote them, and serves no reader of a task.
+WORKER_CHANNELS = (LEASES, CANCELS, QUEUE)
 
 #: PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more; a longer one
 #: (ids of a thousand escaped control characters) becomes "[]": wake everyone.
@@ -370,5 +378,5 @@ class Coordination(ABC):
         raise NotImplementedError
 
     @abstractmethod
-    def wake_ups(self) -> AbstractAsyncContextManager[WakeUps]:
-        """A connection receiving :data:`CHANNELS` (async context manager)."""
+    def wake_ups(self, channels: Sequence[str] = CHANNELS) -> AbstractAsyncContextManager[WakeUps]:
+        """A connection receiving ``channels`` (async context manager)."""

@@ -327,8 +327,8 @@ class PostgresCoordination(Coordination):
         return await claim_duty(self._db, duty, self.member)
 
     @asynccontextmanager
-    async def wake_ups(self) -> AsyncIterator[WakeUps]:
-        async with Listener.open(self._db.location, CHANNELS, self._db.settings) as listener:
+    async def wake_ups(self, channels: Sequence[str] = CHANNELS) -> AsyncIterator[WakeUps]:
+        async with Listener.open(self._db.location, channels, self._db.settings) as listener:
             self._listener = listener
             try:
                 yield _PostgresWakeUps(listener)
