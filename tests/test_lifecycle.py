@@ -298,3 +298,40 @@ def test_a_database_outage_is_one_line_when_it_goes_and_one_when_it_is_back(
         assert len([line for line in lines if "unreachable, retrying" in line]) == 1, output
         assert len([line for line in lines if "reachable again after" in line]) == 1, output
         assert all(LOG_LINE.match(line) for line in lines), output
+
+
+def test_a_database_outage_under_bare_hypercorn_logs_no_traceback_per_retry(
+    postgres: PostgresLocation, tmp_path: Path
+) -> None:
+    # Served by hypercorn alone, the process logs through hypercorn's and
+    # Python's handlers, not a2a-trio's: tasks whose events cannot be stored,
+    # heartbeats and wake-ups retried, each used to log its own traceback.
+    with fresh_database(postgres) as location:
+        (tmp_path / "a2a.toml").write_text(storage(postgres_url(location)) + AGENT)
+        env = {"A2A_TRIO_CONFIG": str(tmp_path / "a2a.toml")}
+        server = ServerProcess.start(
+            postgres_url(location), tmp_path / "serve.log", env=env, app="a2a_trio:app"
+        )
+        try:
+            send(server, "echo before")
+            with database_away(postgres, location.dbname):
+                for _ in range(6):  # tasks begun while it is away, and the retries
+                    with contextlib.suppress(AssertionError):
+                        send(server, "echo during", returnImmediately=True)
+                    time.sleep(0.5)
+            deadline = time.monotonic() + TIMEOUT
+            while True:
+                try:
+                    send(server, "echo after")
+                    break
+                except AssertionError:
+                    assert time.monotonic() < deadline, server.output()
+                    time.sleep(0.2)
+            wait_for_line(server, "reachable again", within=TIMEOUT)
+        finally:
+            server.stop()
+    output = server.output()
+    assert "Traceback" not in output, output
+    lines = output.splitlines()
+    assert len([line for line in lines if "unreachable, retrying" in line]) == 1, output
+    assert not [line for line in lines if "cannot connect to PostgreSQL" in line][1:], output

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from contextlib import AbstractContextManager
+from pathlib import Path
 
 import trio
 import trio.testing
 
+import a2a_trio
 from a2a_trio import HostSettings
 from a2a_trio.protocol import TaskState
 from a2a_trio.runtime import AgentHost
 from a2a_trio.store import Store
+from a2a_trio.store.outage import RETRYING_LOGGERS
 
 from .agents import ScriptedExecutor
 from .postgres import broken, opened_store, raising_trigger
@@ -85,3 +89,17 @@ async def test_a_host_that_stops_during_the_outage_leaves_the_ending_to_the_next
             stored = await store.get_task("test", task_id, owner=None)
             assert stored is not None and stored.state is TaskState.FAILED
             await restarted.close()
+
+
+def test_every_logger_of_the_package_drops_the_retries_of_an_outage() -> None:
+    # A filter of a logger sees only its own records: a logger missing from
+    # RETRYING_LOGGERS would log a traceback per retry under bare hypercorn.
+    package = Path(a2a_trio.__file__).parent
+    named = set()
+    for source in package.rglob("*.py"):
+        text = source.read_text()
+        named |= set(re.findall(r'getLogger\("(a2a_trio[\w.]*)"\)', text))
+        if "getLogger(__name__)" in text:
+            module = source.relative_to(package.parent).with_suffix("")
+            named.add(".".join(module.parts))
+    assert named and named <= set(RETRYING_LOGGERS), sorted(named - set(RETRYING_LOGGERS))

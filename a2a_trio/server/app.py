@@ -28,6 +28,7 @@ from ..runtime import AgentExecutor, AgentHost, HostSettings
 from ..runtime.cluster import Cluster
 from ..runtime.retention import RetentionSettings, RetentionStats
 from ..store import Store
+from ..store.outage import quiet_retries
 from ..store.postgres import PoolSettings
 from ..store.url import DatabaseLocation
 from . import hypercorn_h2, hypercorn_release, hypercorn_tcp
@@ -127,6 +128,7 @@ class A2AApp(QuartTrio):
         )
         hypercorn_h2.install(self, self.a2a_settings.send_timeout)
         self.before_serving(hypercorn_release.log_unprotected)
+        quiet_retries()  # a database away: one line when it goes, however this is served
         self.host_settings = host_settings or HostSettings()
         self.push_settings = push_settings or PushSettings()
         #: Signs every agent's card and extended card when they are served.

@@ -5,8 +5,11 @@ keeps trying from many places at once: requests, the recorder, the push
 worker, the cluster's heartbeat and wake-ups, the queue workers. Each of
 those raises a :class:`StoreUnreachable` and tries again; the store's
 :class:`ReachabilityLog` logs the change of state once, and
-:class:`RetriesFilter` on a log handler drops what the places that retry
-say of each failed attempt (a line, or a traceback, carrying the error).
+:class:`RetriesFilter` drops what the places that retry say of each failed
+attempt (a line, or a traceback, carrying the error): on the handler that
+``a2a-trio serve`` configures, and on the loggers of those places
+(:func:`quiet_retries`, which every :class:`~a2a_trio.A2AApp` calls), so that
+an app served by bare hypercorn, or embedded, logs an outage as quietly.
 """
 
 from __future__ import annotations
@@ -14,7 +17,14 @@ from __future__ import annotations
 import logging
 import time
 
-__all__ = ["ReachabilityLog", "RetriesFilter", "StoreUnreachable", "unreachable"]
+__all__ = [
+    "RETRYING_LOGGERS",
+    "ReachabilityLog",
+    "RetriesFilter",
+    "StoreUnreachable",
+    "quiet_retries",
+    "unreachable",
+]
 
 log = logging.getLogger("a2a_trio.store")
 
@@ -71,3 +81,36 @@ class RetriesFilter(logging.Filter):
             return False
         args = record.args if isinstance(record.args, tuple) else ()
         return not any(isinstance(arg, StoreUnreachable) for arg in args)
+
+
+#: The loggers of the places that retry while the database is away. A filter of a
+#: logger sees only the records made by that logger, not by its children: each
+#: is named (every logger of a2a-trio is one of these names).
+RETRYING_LOGGERS = (
+    "a2a_trio",
+    "a2a_trio.auth",
+    "a2a_trio.cli",
+    "a2a_trio.cluster",
+    "a2a_trio.console",
+    "a2a_trio.push",
+    "a2a_trio.retention",
+    "a2a_trio.runtime",
+    "a2a_trio.server",
+    "a2a_trio.store",
+    "a2a_trio.store.postgres.database",
+    "a2a_trio.telemetry",
+    "a2a_trio.worker",
+)
+
+
+def quiet_retries() -> None:
+    """Put a :class:`RetriesFilter` on each of :data:`RETRYING_LOGGERS` (once).
+
+    Under ``a2a-trio serve`` the handler's filter does the same; a process
+    whose logging is hypercorn's, or its own, would otherwise log a traceback
+    for every task and every retry while the database is away.
+    """
+    for name in RETRYING_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(each, RetriesFilter) for each in logger.filters):
+            logger.addFilter(RetriesFilter())
