@@ -65,6 +65,7 @@ class Http1Client:
 
     def __init__(self, stream: trio.SocketStream, port: int) -> None:
         self.stream = stream
+        self._port = port
         self._host = f"127.0.0.1:{port}"
         self._h11 = h11.Connection(h11.CLIENT)
 
@@ -116,6 +117,13 @@ class Http1Client:
                 break
         if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
             self._h11.start_next_cycle()
+        else:
+            # The server ends the connection after this answer (hypercorn does
+            # after keep_alive_max_requests, 1,000): the next request goes on a
+            # new one, as wrk's or a browser's would.
+            await self.stream.aclose()
+            self.stream = await trio.open_tcp_stream("127.0.0.1", self._port)
+            self._h11 = h11.Connection(h11.CLIENT)
         return HttpResponse(status, b"".join(chunks))
 
     async def open_event_stream(self, path: str, document: Any) -> tuple[int, dict[str, Any]]:
