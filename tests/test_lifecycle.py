@@ -247,6 +247,29 @@ def database_away(server: PostgresLocation, name: str) -> Iterator[None]:
             )
 
 
+def ride_out_an_outage(
+    server: ServerProcess, postgres: PostgresLocation, name: str, **configuration: object
+) -> None:
+    """A message before, six while database ``name`` is away (half a second apart, sent
+    with ``configuration``), then messages until one is answered and the server logs
+    that the database is back."""
+    send(server, "echo before")
+    with database_away(postgres, name):
+        for _ in range(6):
+            with contextlib.suppress(AssertionError):
+                send(server, "echo during", **configuration)
+            time.sleep(0.5)
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        try:
+            send(server, "echo after")
+            break
+        except AssertionError:
+            assert time.monotonic() < deadline, server.output()
+            time.sleep(0.2)
+    wait_for_line(server, "reachable again", within=TIMEOUT)
+
+
 def test_a_database_outage_is_one_line_when_it_goes_and_one_when_it_is_back(
     postgres: PostgresLocation, tmp_path: Path
 ) -> None:
@@ -273,21 +296,8 @@ def test_a_database_outage_is_one_line_when_it_goes_and_one_when_it_is_back(
             while "working for" not in (tmp_path / "worker.log").read_text():
                 assert worker.poll() is None and time.monotonic() < deadline
                 time.sleep(0.05)
-            send(server, "echo before")
-            with database_away(postgres, location.dbname):
-                for _ in range(6):  # requests, heartbeats, claims and the push worker retry
-                    with contextlib.suppress(AssertionError):
-                        send(server, "echo during")
-                    time.sleep(0.5)
-            deadline = time.monotonic() + TIMEOUT
-            while True:
-                try:
-                    send(server, "echo after")
-                    break
-                except AssertionError:
-                    assert time.monotonic() < deadline, server.output()
-                    time.sleep(0.2)
-            wait_for_line(server, "reachable again", within=TIMEOUT)
+            # Requests, heartbeats, claims and the push worker retry meanwhile.
+            ride_out_an_outage(server, postgres, location.dbname)
         finally:
             worker.terminate()
             worker.wait(TIMEOUT)
@@ -313,21 +323,8 @@ def test_a_database_outage_under_bare_hypercorn_logs_no_traceback_per_retry(
             postgres_url(location), tmp_path / "serve.log", env=env, app="a2a_trio:app"
         )
         try:
-            send(server, "echo before")
-            with database_away(postgres, location.dbname):
-                for _ in range(6):  # tasks begun while it is away, and the retries
-                    with contextlib.suppress(AssertionError):
-                        send(server, "echo during", returnImmediately=True)
-                    time.sleep(0.5)
-            deadline = time.monotonic() + TIMEOUT
-            while True:
-                try:
-                    send(server, "echo after")
-                    break
-                except AssertionError:
-                    assert time.monotonic() < deadline, server.output()
-                    time.sleep(0.2)
-            wait_for_line(server, "reachable again", within=TIMEOUT)
+            # Tasks begun while it is away (answered at once), and the retries.
+            ride_out_an_outage(server, postgres, location.dbname, returnImmediately=True)
         finally:
             server.stop()
     output = server.output()
