@@ -469,9 +469,8 @@ class Executions:
                 self._pending.add(live.task_id, (TaskState.CANCELED, CANCELED_BY_CLIENT))
             if not canceller.first.is_set():
                 canceller.error = full
-        except (
-            Exception
-        ) as failure:  # the store is failing: the client hears of it, the host goes on
+        except Exception as failure:
+            # The store is failing: the client hears of it, the host goes on.
             log.exception("agent %s could not cancel task %s", self.name, live.task_id)
             if running is not None:
                 running.cancel_requested = False

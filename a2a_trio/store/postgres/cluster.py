@@ -67,19 +67,19 @@ _WAKE_WAITERS = """
         WHERE wanted_by IS NOT NULL) AS wake
 """
 
-#: Release leases by token and wake whoever waits for them, in one statement.
-_RELEASE_TOKENS = f"""
-    WITH gone AS (DELETE FROM task_leases WHERE token = ANY(%s)
-        RETURNING agent, task_id, wanted_by)
+#: The leases that match ``{}`` let go, as ``gone`` (for :data:`_WAKE_WAITERS`).
+_GONE = "gone AS (DELETE FROM task_leases WHERE {} RETURNING agent, task_id, wanted_by)"
+_GONE_BY_TOKEN = _GONE.format("token = ANY(%s)")
+
+#: Release leases by token and wake whoever waits for them, in one statement; and
+#: delete the queued executions whose outcome their web process has heard: nothing
+#: reads them again.
+_RELEASE = f"""
+    WITH heard AS (DELETE FROM queued_executions WHERE id = ANY(%s::bigint[])
+        AND state = 'done'),
+    {_GONE_BY_TOKEN}
     {_WAKE_WAITERS}
 """
-#: :data:`_RELEASE_TOKENS`, and the queued executions whose outcome their web
-#: process has heard deleted in the same statement: nothing reads them again.
-_RELEASE = _RELEASE_TOKENS.replace(
-    "WITH gone AS",
-    "WITH heard AS (DELETE FROM queued_executions WHERE id = ANY(%s::bigint[])"
-    " AND state = 'done'), gone AS",
-)
 
 
 #: Mark queued executions done, waking their web processes, and release leases
@@ -91,8 +91,7 @@ _FINISH = f"""
         done AS (UPDATE queued_executions q SET state = 'done', answer = f.answer,
             error = f.error::json, updated_at = now() FROM f WHERE q.id = f.id
             RETURNING f.payload),
-        gone AS (DELETE FROM task_leases WHERE token = ANY(%s)
-            RETURNING agent, task_id, wanted_by)
+        {_GONE_BY_TOKEN}
     SELECT (SELECT count(pg_notify('{DONE}', payload)) FROM done), ({_WAKE_WAITERS})
 """
 
@@ -388,4 +387,4 @@ def beat(
 
 
 #: Let every lease of a member go, waking their waiters.
-_RELEASE_ALL = _RELEASE_TOKENS.replace("token = ANY(%s)", "holder = %s")
+_RELEASE_ALL = f"WITH {_GONE.format('holder = %s')} {_WAKE_WAITERS}"
