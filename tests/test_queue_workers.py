@@ -418,6 +418,12 @@ async def test_a_blocking_send_whose_worker_is_killed_is_answered_failed(
     assert task["status"]["state"] == "TASK_STATE_FAILED", task["status"]
     stored = await rpc(web, "GetTask", {"id": task["id"]})
     assert stored["status"]["state"] == "TASK_STATE_FAILED"
+    # Ended by the process that found the worker dead, the row is the web
+    # process's to forget once it heard the ending: the queue keeps none.
+    left = "SELECT count(*) FROM queued_executions WHERE task_id = ?"
+    with trio.fail_after(10):
+        while rows(deployment.database, left, task["id"]) != [(0,)]:  # noqa: ASYNC110
+            await trio.sleep(0.05)  # deleted with the web's next lease release: nothing tells
 
 
 async def test_a_stream_whose_worker_is_killed_ends_with_the_failure(
