@@ -1,12 +1,13 @@
-"""What a follow-up writes on PostgreSQL, transaction by transaction.
+"""What a follow-up writes, transaction by transaction.
 
-On PostgreSQL every process is a member of a cluster: an execution holds its
-task's lease. A follow-up takes it with its request's read (same round trip)
-and writes its message with its executor's events, letting the lease go in the
-transaction that records its last event; a new task answered in one round
-takes none. Triggers note the
-transaction of every lease and event row written, and the statement that
-committed a lease taken.
+On SQLite (one process holds the database) a follow-up's message is written
+with its executor's first events, in one transaction. On PostgreSQL every
+process is a member of a cluster: an execution holds its task's lease. A
+follow-up takes it with its request's read (same round trip) and writes its
+message with its executor's events, letting the lease go in the transaction
+that records its last event; a new task answered in one round takes none.
+Triggers note the transaction of every lease and event row written, and the
+statement that committed a lease taken.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from a2a_trio import A2AApp
+from a2a_trio.store.sqlite import SqliteStore
 from a2a_trio.store.url import PostgresLocation
 
 from .agents import ScriptedExecutor
@@ -110,3 +112,25 @@ async def test_a_follow_up_takes_and_lets_go_of_its_lease_with_its_own_writes(
     events = [(seq, kind, xact) for tbl, _, xact, seq, kind in followed if tbl == "event"]
     assert events[0][1] == "message" and len(events) >= 2
     assert {xact for *_, xact in events} == {let_go}
+
+
+async def test_on_sqlite_a_follow_up_writes_its_message_with_its_agents_events(
+    tmp_path: Path,
+) -> None:
+    async with live_server(tmp_path, mount) as server:
+        store = server.app.store
+        assert isinstance(store, SqliteStore)
+        answer = await server.jsonrpc("SendMessage", {"message": user_message("ask")})
+        task = answer["result"]["task"]
+        before = store.commits
+        message = user_message("ask again", taskId=task["id"])
+        answer = await server.jsonrpc("SendMessage", {"message": message})
+        after = store.commits
+        history = await server.jsonrpc("GetTask", {"id": task["id"]})
+
+    assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    # One commit: the message and the agent's events (its question again), where
+    # writing the message first and waiting for it cost a transaction of its own.
+    assert after - before == 1
+    texts = [m["parts"][0]["text"] for m in history["result"]["history"]]
+    assert texts[-2:] == ["ask again", "What is your name?"]

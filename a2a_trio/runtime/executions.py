@@ -278,19 +278,22 @@ class Executions:
         """Start a continuation: re-check the task and add the message to its history.
 
         The task is read again only if its request's read may be stale: this
-        process wrote it since (its live task's feed moved). The message is
-        written by the recorder's next round, shared with other tasks' events,
-        and stored before the executor starts, its write refused if the task
-        moved meanwhile (another process wrote it).
-
-        Several processes: the task's lease (one execution at a time,
-        anywhere) is taken in the same write, unless somebody holds it or the
-        task moved; then it is waited for (:meth:`_lease`), the task read
-        under it and the message written again. A lease taken with the
-        request's read (``execution.lease_held``) makes the task this
-        execution's: its message cannot be refused as stale, so the executor
+        process wrote it since (its live task's feed moved). One process
+        (SQLite, held exclusively): nothing else writes the task, and its live
+        task's lock keeps this process's other writers out, so the executor
         starts at once and the message goes with its first events (one round,
-        not two), unless the request streams (``execution.await_message``).
+        not two) -- unless the request streams (``execution.await_message``):
+        a stream begins once the message is stored.
+
+        Several processes: the message is written by the recorder's next
+        round and stored before the executor starts, its write refused if the
+        task moved meanwhile (another process wrote it); the task's lease (one
+        execution at a time, anywhere) is taken in the same write, unless
+        somebody holds it or the task moved; then it is waited for
+        (:meth:`_lease`), the task read under it and the message written
+        again. A lease taken with the request's read (``execution.lease_held``)
+        makes the task this execution's: its message cannot be refused as
+        stale, so it goes with the executor's first events as on one process.
         """
         stored = execution.read
         if stored is not None and live.feed.current_seq != stored.last_seq:
@@ -319,7 +322,7 @@ class Executions:
             if with_write:
                 assert cluster is not None and execution.lease_token is not None
                 lease = (cluster.member, execution.lease_token)
-            if held and not execution.await_message:
+            if (held or cluster is None) and not execution.await_message:
                 await self._send_turn(live, execution)
                 sent = True
                 break
