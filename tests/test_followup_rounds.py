@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import trio
 
 from a2a_trio import A2AApp
 from a2a_trio.store.sqlite import SqliteStore
@@ -134,3 +135,40 @@ async def test_on_sqlite_a_follow_up_writes_its_message_with_its_agents_events(
     assert after - before == 1
     texts = [m["parts"][0]["text"] for m in history["result"]["history"]]
     assert texts[-2:] == ["ask again", "What is your name?"]
+
+
+async def test_on_sqlite_follow_ups_sent_at_once_each_take_their_turn_in_the_history(
+    tmp_path: Path,
+) -> None:
+    async with live_server(tmp_path, mount) as server:
+        answer = await server.jsonrpc("SendMessage", {"message": user_message("ask")})
+        task_id = answer["result"]["task"]["id"]
+        states: list[str] = []
+
+        async def follow_up(number: int) -> None:
+            message = user_message(f"ask {number}", taskId=task_id)
+            answered = await server.jsonrpc("SendMessage", {"message": message})
+            states.append(answered["result"]["task"]["status"]["state"])
+
+        async with trio.open_nursery() as nursery:
+            for number in range(12):
+                nursery.start_soon(follow_up, number)
+        # An agent that returns without a word, then one that fails before one.
+        silent = await server.jsonrpc(
+            "SendMessage", {"message": user_message("silent", taskId=task_id)}
+        )
+        failed = await server.jsonrpc(
+            "SendMessage", {"message": user_message("raise-now", taskId=task_id)}
+        )
+        read = await server.jsonrpc("GetTask", {"id": task_id, "historyLength": 100})
+
+    assert states == ["TASK_STATE_INPUT_REQUIRED"] * 12
+    assert silent["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert failed["result"]["task"]["status"]["state"] == "TASK_STATE_FAILED"
+    texts = [m["parts"][0]["text"] for m in read["result"]["history"]]
+    # Each follow-up's message, then the agent's question: no turn interleaved.
+    asked = texts[: 2 + 2 * 12]
+    assert asked[:2] == ["ask", "What is your name?"]
+    assert asked[3::2] == ["What is your name?"] * 12
+    assert sorted(asked[2::2]) == sorted(f"ask {n}" for n in range(12))
+    assert texts[26:28] == ["silent", "raise-now"]
