@@ -103,7 +103,8 @@ class Execution:
     claimed: bool = False
     #: Whether the continuation's message is written before the executor starts
     #: (a stream shows its task with that message first); else it goes with
-    #: the executor's first events when its task's lease is held already.
+    #: the executor's first events on one process, or on several when its
+    #: task's lease is held already (see ``Executions._resume``).
     await_message: bool = True
     #: A queued execution run again from the start (its message is in the log).
     restart: bool = False
