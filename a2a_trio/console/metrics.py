@@ -7,9 +7,9 @@ never share a counter. docs/metrics.md lists every metric.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from ..protocol import TaskState
 from ..runtime.retention import RetentionStats
@@ -17,6 +17,7 @@ from ..store import Notification, Share
 from ..store.observer import Observer
 from ..store.retention import PRUNED_KINDS
 from .fleet_view import DatabaseFleet, Process, fleets, outbox_of, processes, task_counts_of
+from .tallies import CounterTally, HistogramTally, Tallies
 
 if TYPE_CHECKING:
     from ..server import A2AApp
@@ -33,37 +34,35 @@ class Metrics(Observer):
 
     def __init__(self) -> None:
         self.registry = registry = CollectorRegistry(auto_describe=True)
-        self.requests = Counter(
+        # Told on every request and commit: plain numbers, turned into their
+        # families at scrape (see .tallies).
+        self.requests = CounterTally(
             "a2a_requests",
             "Protocol requests answered, by agent, operation, binding and outcome.",
             ["agent", "operation", "binding", "outcome"],
-            registry=registry,
         )
-        self.latency = Histogram(
+        self.latency = HistogramTally(
             "a2a_request_duration_seconds",
             "Time to answer a protocol request (a stream: until it starts).",
             ["agent", "operation", "binding"],
-            buckets=_LATENCY_BUCKETS,
-            registry=registry,
+            _LATENCY_BUCKETS,
         )
-        self.events = Counter(
+        self.events = CounterTally(
             "a2a_events_recorded",
             "Task events committed to the store, by agent and kind.",
             ["agent", "kind"],
-            registry=registry,
         )
-        self.commit = Histogram(
+        self.commit = HistogramTally(
             "a2a_commit_seconds",
             "Time of the store commit of each recorded share's round.",
             ["agent"],
-            buckets=_COMMIT_BUCKETS,
-            registry=registry,
+            _COMMIT_BUCKETS,
         )
-        self.executions = Counter(
-            "a2a_executions_started",
-            "Executions of the agent's executor started.",
-            ["agent"],
-            registry=registry,
+        self.executions = CounterTally(
+            "a2a_executions_started", "Executions of the agent's executor started.", ["agent"]
+        )
+        registry.register(
+            Tallies(self.requests, self.latency, self.events, self.commit, self.executions)
         )
         self.webhooks = Counter(
             "a2a_webhook_attempts",
@@ -106,12 +105,6 @@ class Metrics(Observer):
             registry=registry,
         )
         self._dropped_counted = 0
-        # The children of the labels seen so far: prometheus_client's labels()
-        # checks and joins the values, under a lock, at every call.
-        self._request_children: dict[tuple[str, str, str, str], tuple[Any, Any]] = {}
-        self._event_children: dict[tuple[str, str], Any] = {}
-        self._commit_children: dict[str, Any] = {}
-        self._execution_children: dict[str, Any] = {}
         # A deployment of several processes on PostgreSQL (absent otherwise).
         self.queued = Gauge(
             "a2a_queued_executions",
@@ -177,28 +170,13 @@ class Metrics(Observer):
     def request(
         self, agent: str, binding: str, operation: str, outcome: str, seconds: float
     ) -> None:
-        key = (agent, operation, binding, outcome)
-        children = self._request_children.get(key)
-        if children is None:
-            children = self._request_children[key] = (
-                self.requests.labels(agent, operation, binding, outcome),
-                self.latency.labels(agent, operation, binding),
-            )
-        children[0].inc()
-        children[1].observe(seconds)
+        self.requests.inc((agent, operation, binding, outcome))
+        self.latency.observe((agent, operation, binding), seconds)
 
     def committed(self, agent: str, share: Share, owner: str | None, seconds: float) -> None:
         for write in share.events:
-            counter = self._event_children.get((agent, write.kind))
-            if counter is None:
-                counter = self._event_children[agent, write.kind] = self.events.labels(
-                    agent, write.kind
-                )
-            counter.inc()
-        commit = self._commit_children.get(agent)
-        if commit is None:
-            commit = self._commit_children[agent] = self.commit.labels(agent)
-        commit.observe(seconds)
+            self.events.inc((agent, write.kind))
+        self.commit.observe((agent,), seconds)
 
     def attempted(
         self,
@@ -210,10 +188,7 @@ class Metrics(Observer):
         self.webhooks.labels(notification.lane.agent, outcome).inc()
 
     def execution_started(self, agent: str, task_id: str, owner: str) -> None:
-        counter = self._execution_children.get(agent)
-        if counter is None:  # labels() checks and joins its values at every call
-            counter = self._execution_children[agent] = self.executions.labels(agent)
-        counter.inc()
+        self.executions.inc((agent,))
 
     # --- read at scrape -----------------------------------------------------------------
 
