@@ -3,16 +3,17 @@
 Starts every server at once, all on the server core (only the one under load
 uses it), then runs one wrk case against each in turn, round after round,
 the order reversed every other round. Each run's server CPU per verified
-response is read from ``/proc`` around it, and each server's ratio to the
-first one's is taken within the round. ``python -m bench`` runs one server's
-runs together and the next server's minutes later; on a machine whose speed
-drifts by a quarter between minutes (docs/benchmarks.md, 2026-11-27), a
+response is read from ``/proc`` around it, and the first server's CPU over
+each other server's is taken within the round. ``python -m bench`` runs one
+server's runs together and the next server's minutes later; on a machine whose
+speed drifts by a quarter between minutes (docs/benchmarks.md, 2026-11-27), a
 ratio within a round compares the two servers at one moment.
 
-``--baseline DIR`` adds ``NAME@base`` for every a2a-trio server named, importing
-the ``a2a_trio`` package found in ``DIR`` (as ``python -m bench`` does). Prints a
-line per server (median CPU µs per response, the runs, median req/s) and the
-ratios to the first server by round with their median.
+``--baseline DIR`` puts ``NAME@base`` before every a2a-trio server named,
+importing the ``a2a_trio`` package found in ``DIR`` (``run.select_servers``, as
+``python -m bench`` does): the first server is then the baseline. Prints a line
+per server (median CPU µs per response, the runs, median req/s) and, by round,
+the first server's CPU over each other's, with their median.
 """
 
 from __future__ import annotations
@@ -26,24 +27,18 @@ from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
-from .run import choose_cores
-from .servers import SERVERS, ServerKind, ServerProcess, on_baseline, running_server, with_cpu
+from .run import choose_cores, select_servers
+from .servers import ServerKind, ServerProcess, running_server, with_cpu
 from .wrk import WRK_CASES, WrkCase, run_wrk
 
 WARMUP_S = 2
 
 
 def _servers(names: str, baseline: str | None) -> list[ServerKind]:
-    kinds: list[ServerKind] = []
-    for name in names.split(","):
-        if name not in SERVERS:
-            raise SystemExit(f"unknown server {name!r}; known: {', '.join(SERVERS)}")
-        kind = SERVERS[name]
+    kinds = select_servers(names, Path(baseline) if baseline is not None else None)
+    for kind in kinds:
         if kind.store == "postgres":
-            raise SystemExit(f"{name}: only servers without PostgreSQL are alternated here")
-        kinds.append(kind)
-        if baseline is not None and name.startswith("a2a-trio"):
-            kinds.append(on_baseline(kind, Path(baseline)))
+            raise SystemExit(f"{kind.name}: only servers without PostgreSQL are alternated here")
     return kinds
 
 
