@@ -22,10 +22,10 @@ from typing import IO, Any
 import pytest
 import trio
 
-from a2a_trio.store.url import PostgresLocation
+from a2a_trio.store.url import PostgresLocation, parse_database_url
 
 from .conftest import user_message
-from .postgres import execute, fresh_database, postgres_url, rows
+from .postgres import admin_connect, execute, fresh_database, postgres_url, rows
 from .servers import REPO, STARTUP_TIMEOUT, ServerProcess
 from .test_cluster import (
     LEASE_SECONDS,
@@ -303,6 +303,103 @@ async def test_a_queued_agents_direct_answer_reaches_its_client(deployment: Depl
     for n, answer in answers.items():
         text = answer["message"]["parts"][0]["text"]
         assert text.startswith(f"hello-{n} w"), answer
+
+
+def holding(task_id: str) -> tuple[str, ...]:
+    """Statements that hold, while the test keeps advisory locks 4242 and 4243, the
+    enqueue of a follow-up of ``task_id`` (its row numbered, not committed) and the
+    claim of a message that says ``unclaimed`` (its row queued, its worker waiting)."""
+    return (
+        f"""
+        CREATE FUNCTION hold_queue() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+            IF TG_OP = 'INSERT' AND NEW.task_id = '{task_id}' THEN
+                PERFORM pg_advisory_xact_lock_shared(4242);
+            ELSIF TG_OP = 'UPDATE' AND NEW.state = 'claimed'
+                    AND strpos(NEW.request::text, 'unclaimed') > 0 THEN
+                PERFORM pg_advisory_xact_lock_shared(4243);
+            END IF;
+            RETURN NEW;
+        END $$
+        """,
+        "CREATE TRIGGER hold_queue BEFORE INSERT OR UPDATE ON queued_executions"
+        " FOR EACH ROW EXECUTE FUNCTION hold_queue()",
+    )
+
+
+async def held_at(database: str, lock: int) -> None:
+    """Return once a statement waits for advisory lock ``lock``."""
+    waiting = (
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = ? AND NOT granted"
+    )
+    with trio.fail_after(10):
+        while rows(database, waiting, lock) != [(1,)]:  # noqa: ASYNC110
+            await trio.sleep(0.02)  # the statement waits: nothing tells
+
+
+async def test_a_done_wake_up_heard_before_the_enqueue_returns_still_answers(
+    deployment: Deployment,
+) -> None:
+    # A fast worker can finish an execution before the batch that queued it
+    # has returned its row to the web process (the batch writes whatever
+    # queued behind it first). Shown with the DONE wake-up of a follow-up's
+    # row sent while its INSERT waits on a lock, then a DONE that answers an
+    # unclaimed message of the same process: once that one is answered, the
+    # web process has heard the first, before it knew the row was its own.
+    web0 = deployment.web[0]
+    database = deployment.database
+    location = parse_database_url(database)
+    assert isinstance(location, PostgresLocation)
+    paused = (await rpc(web0, "SendMessage", {"message": user_message("ask")}))["task"]
+    for statement in holding(paused["id"]):
+        execute(database, statement)
+    answers: dict[str, dict[str, Any]] = {}
+
+    async def send(name: str, message: dict[str, Any]) -> None:
+        answers[name] = await rpc(web0, "SendMessage", {"message": message})
+
+    async def answered(name: str) -> None:
+        with trio.fail_after(10):
+            while name not in answers:  # noqa: ASYNC110
+                await trio.sleep(0.02)  # set by send(): no event needed in a test
+
+    try:
+        with admin_connect(location) as lock:
+            lock.execute("SELECT pg_advisory_lock(4242), pg_advisory_lock(4243)")
+            async with trio.open_nursery() as nursery:
+                marker = user_message("reply unclaimed")
+                nursery.start_soon(send, "marker", marker)
+                await held_at(database, 4243)
+                ((marker_row, marker_task),) = rows(
+                    database,
+                    "SELECT id, task_id FROM queued_executions WHERE request::text LIKE ?",
+                    f"%{marker['messageId']}%",
+                )
+                nursery.start_soon(send, "follow-up", user_message("Ada", taskId=paused["id"]))
+                await held_at(database, 4242)
+                ((row,),) = rows(
+                    database,
+                    "SELECT last_value FROM pg_sequences WHERE sequencename = ?",
+                    "queued_executions_id_seq",
+                )
+                with lock.transaction():  # delivered in this order
+                    early = answer_of(paused["id"], row, "told early")
+                    lock.execute("SELECT pg_notify('a2a_done', %s)", (early,))
+                    told = answer_of(marker_task, marker_row, "told")
+                    lock.execute("SELECT pg_notify('a2a_done', %s)", (told,))
+                await answered("marker")
+                lock.execute("SELECT pg_advisory_unlock(4242)")
+                await answered("follow-up")
+    finally:
+        execute(database, "DROP TRIGGER IF EXISTS hold_queue ON queued_executions")
+        execute(database, "DROP FUNCTION IF EXISTS hold_queue")
+    assert answers["marker"]["message"]["parts"][0]["text"] == "told"
+    assert answers["follow-up"]["message"]["parts"][0]["text"] == "told early"
+
+
+def answer_of(task_id: str, row: int, text: str) -> str:
+    """A DONE wake-up of ``row``, of task ``task_id``, whose direct answer says ``text``."""
+    answer = {"messageId": f"m-{row}", "role": "ROLE_AGENT", "parts": [{"text": text}]}
+    return json.dumps(["default", task_id, row, 0, json.dumps(answer), None])
 
 
 async def test_a_web_process_streams_what_the_worker_records(deployment: Deployment) -> None:

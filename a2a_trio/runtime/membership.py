@@ -43,9 +43,9 @@ class QueueWaiters(Protocol):
     def work_arrived(self) -> None:
         """A queued execution waits for a worker."""
 
-    def done_elsewhere(self, row: int, outcome: QueuedOutcome | None) -> None:
-        """A worker finished the queued execution of ``row`` (``outcome``: if its wake-up
-        carried it)."""
+    def done_elsewhere(self, task_id: str, row: int, outcome: QueuedOutcome | None) -> None:
+        """A worker finished the queued execution of ``row``, of task ``task_id``
+        (``outcome``: if its wake-up carried it)."""
 
 
 class Membership:
@@ -188,7 +188,7 @@ class Membership:
 
     def done_elsewhere(self, task_id: str, row: int, outcome: QueuedOutcome | None) -> None:
         """A worker finished a queued execution (maybe one this process waits for)."""
-        self._queued.done_elsewhere(row, outcome)
+        self._queued.done_elsewhere(task_id, row, outcome)
 
     # --- cancel ---------------------------------------------------------------------------
 

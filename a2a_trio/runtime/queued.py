@@ -55,6 +55,12 @@ class QueuedExecutions:
         self._membership: Membership | None = None
         #: Executions this process queued, by row id, until they are done.
         self._waiting: dict[int, tuple[LiveTask, Execution]] = {}
+        #: Tasks whose executions are being queued here, and the DONE wake-ups
+        #: heard of them meanwhile: a worker may finish an execution before the
+        #: batch that queued it returns its row (see :meth:`enqueue`).
+        self._queueing_for: dict[str, _Early] = {}
+        #: How many times wake-ups may have been lost (see :meth:`check_all`).
+        self._wake_ups_missed = 0
         self._work_arrived = trio.Event()
         #: Web processes: the executions queued in one scheduling pass share a
         #: statement (and the workers' wake-up). Shielded: a request cancelled
@@ -110,11 +116,28 @@ class QueuedExecutions:
             execution.start_seq = stored.last_seq
             execution.start_snapshot = stored.task
         queued = _Queued(live.task_id, json.dumps(request, ensure_ascii=False))
-        await self._queueing.add(queued)
+        # Its row is committed before this learns its id, at times a whole
+        # batch later: the worker's DONE can come first. Heard meanwhile, it
+        # is kept for the task until the row is known here.
+        early = self._queueing_for.get(live.task_id)
+        if early is None:
+            early = self._queueing_for[live.task_id] = _Early()
+        early.count += 1
+        missed = self._wake_ups_missed
+        try:
+            await self._queueing.add(queued)
+        finally:
+            early.count -= 1
+            if early.count == 0:
+                del self._queueing_for[live.task_id]
         row = queued.row
         assert row is not None
         live.users += 1  # held until the row is done
         self._waiting[row] = (live, execution)
+        if row in early.done:
+            self.done_elsewhere(live.task_id, row, early.done[row])
+        elif self._wake_ups_missed != missed:  # its DONE among them, maybe
+            self.done_elsewhere(live.task_id, row)
         self.settle(live)
 
     def settle(self, live: LiveTask) -> None:
@@ -126,16 +149,20 @@ class QueuedExecutions:
                 if begun or (not execution.continuing and feed.snapshot is not None):
                     execution.settle_first()
 
-    def done_elsewhere(self, row: int, outcome: QueuedOutcome | None = None) -> None:
+    def done_elsewhere(self, task_id: str, row: int, outcome: QueuedOutcome | None = None) -> None:
         """The execution of ``row`` is done (``outcome``: as its wake-up told, if it did)."""
         nursery = self._state.nursery
-        if row in self._waiting and nursery is not None:
-            nursery.start_soon(self._finish, row, outcome)
+        if row in self._waiting:
+            if nursery is not None:
+                nursery.start_soon(self._finish, row, outcome)
+        elif (early := self._queueing_for.get(task_id)) is not None:
+            early.done[row] = outcome  # queued here, its row not known yet
 
     def check_all(self) -> None:
         """Wake-ups may have been lost: look at every row still waited for."""
-        for row in list(self._waiting):
-            self.done_elsewhere(row)
+        self._wake_ups_missed += 1
+        for row, (live, _) in list(self._waiting.items()):
+            self.done_elsewhere(live.task_id, row)
 
     async def _finish(self, row: int, told: QueuedOutcome | None) -> None:
         host = self._state
@@ -367,6 +394,17 @@ class _Queued:
         self.task_id = task_id
         self.request = request
         self.row: int | None = None
+
+
+class _Early:
+    """A task's executions being queued (``count``), and the DONE wake-ups heard of
+    its rows meanwhile (row: the outcome the wake-up carried, if it did)."""
+
+    __slots__ = ("count", "done")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.done: dict[int, QueuedOutcome | None] = {}
 
 
 def _cut_off(live: LiveTask, execution: Execution) -> bool:
