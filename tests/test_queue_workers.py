@@ -153,15 +153,33 @@ class Deployment:
 
     @contextmanager
     def only(self, worker: Worker) -> Iterator[None]:
-        """Only ``worker`` claims work in the block: the others are paused, well within a lease."""
-        others = [w for w in self.workers if w is not worker and w.process.poll() is None]
-        for other in others:
-            os.kill(other.process.pid, signal.SIGSTOP)
+        """Only ``worker`` claims work in the block: the others' claims skip every row.
+
+        The others keep running (paused, a late heartbeat under load would
+        have them found dead, and what they claim next failed for it).
+        """
+        execute(
+            self.database,
+            f"""
+            CREATE FUNCTION only_worker() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                IF NEW.state = 'claimed' AND OLD.state = 'queued'
+                        AND strpos(NEW.claimed_by, ':{worker.process.pid}:') = 0 THEN
+                    RETURN NULL;
+                END IF;
+                RETURN NEW;
+            END $$
+            """,
+        )
+        execute(
+            self.database,
+            "CREATE TRIGGER only_worker BEFORE UPDATE ON queued_executions"
+            " FOR EACH ROW EXECUTE FUNCTION only_worker()",
+        )
         try:
             yield
         finally:
-            for other in others:
-                os.kill(other.process.pid, signal.SIGCONT)
+            execute(self.database, "DROP TRIGGER only_worker ON queued_executions")
+            execute(self.database, "DROP FUNCTION only_worker")
 
     def stop(self) -> None:
         for worker in self.workers:
@@ -327,9 +345,11 @@ def holding(task_id: str) -> tuple[str, ...]:
 
 
 async def held_at(database: str, lock: int) -> None:
-    """Return once a statement waits for advisory lock ``lock``."""
+    """Return once a statement waits for advisory lock ``lock`` (of this database)."""
     waiting = (
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = ? AND NOT granted"
+        "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
+        " WHERE d.datname = current_database() AND l.locktype = 'advisory'"
+        " AND l.objid = ? AND NOT l.granted"
     )
     with trio.fail_after(10):
         while rows(database, waiting, lock) != [(1,)]:  # noqa: ASYNC110
