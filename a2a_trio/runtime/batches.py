@@ -74,7 +74,9 @@ class Batch(Generic[T]):
 
         Those handed in while it is written are the next batch, written by
         one of their callers: none waits for more than the batch before its
-        own, and a writer returns as soon as its own item is written.
+        own, and a writer returns as soon as its own item is written. A
+        writer cancelled under its write fails that batch (whether it was
+        written is not known); the next is still handed on.
         """
         batch: list[tuple[T, _Ticket]] = []
         handed_on = False
@@ -93,18 +95,26 @@ class Batch(Generic[T]):
                         ticket.error = error
                         ticket.done.set()
                     batch = []
-                    # The next batch's writer: a caller still waiting (one
-                    # cancelled meanwhile waits no more; then this writes it).
-                    for _, ticket in self._pending:
-                        if ticket.done.statistics().tasks_waiting:
-                            ticket.writes = True
-                            ticket.done.set()
-                            handed_on = True
-                            return
+                    handed_on = self._hand_on()
+                    if handed_on:
+                        return
         finally:
-            if not handed_on:
+            for _, ticket in batch:
+                ticket.error = RuntimeError("the batch's write was cancelled")
+                ticket.done.set()
+            if not handed_on and not self._hand_on():
                 self._writing = False
-                unwritten, self._pending = batch + self._pending, []
+                unwritten, self._pending = self._pending, []
                 for _, ticket in unwritten:
                     ticket.error = RuntimeError("the batch's write was cancelled")
                     ticket.done.set()
+
+    def _hand_on(self) -> bool:
+        """Make a caller of a pending item the next writer, if one still waits (one
+        cancelled meanwhile waits no more)."""
+        for _, ticket in self._pending:
+            if ticket.done.statistics().tasks_waiting:
+                ticket.writes = True
+                ticket.done.set()
+                return True
+        return False
