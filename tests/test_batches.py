@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Awaitable, Callable
+
 import pytest
 import trio
 import trio.testing
 
 from a2a_trio.runtime.batches import Batch
+
+
+def taking_a_second(written: list[list[int]]) -> Callable[[list[int]], Awaitable[None]]:
+    """A write that takes a second, then notes its batch (sorted) in ``written``."""
+
+    async def write(items: list[int]) -> None:
+        await trio.sleep(1)
+        written.append(sorted(items))
+
+    return write
 
 
 async def test_writes_handed_in_together_are_written_together(
@@ -50,37 +63,45 @@ async def test_a_write_cancelled_under_its_writer_fails_its_batch_and_the_next_i
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     written: list[list[int]] = []
+    writes = 0
 
     async def write(items: list[int]) -> None:
-        if not written:
-            written.append([])
+        nonlocal writes
+        writes += 1
+        if writes == 2:  # [1, 2]: stuck until its writer is cancelled
             await trio.sleep_forever()
+        await trio.sleep(1)
         written.append(sorted(items))
 
     batch = Batch(write)
     outcomes: dict[int, str] = {}
 
-    async def add(n: int) -> None:
-        try:
-            await batch.add(n)
-        except RuntimeError as error:
-            outcomes[n] = str(error)
-        else:
-            outcomes[n] = "written"
+    async def add(n: int, within: float = math.inf) -> None:
+        with trio.move_on_after(within):
+            try:
+                await batch.add(n)
+            except RuntimeError as error:
+                outcomes[n] = str(error)
+            else:
+                outcomes[n] = "written"
+            return
+        outcomes[n] = "cancelled"
 
     async with trio.open_nursery() as nursery:
-
-        async def writer() -> None:
-            nursery.start_soon(add, 1)  # joins its batch: it runs once 0 is handed in
-            with trio.move_on_after(1):  # under its write
-                await batch.add(0)
-            outcomes[0] = "cancelled"
-
-        nursery.start_soon(writer)
-        await trio.sleep(0.5)  # their write is under way: this one waits for the next
+        nursery.start_soon(add, 0)
+        await trio.sleep(0.1)  # 0 is written until 1 s: 1 and 2 are the next batch,
+        nursery.start_soon(add, 1, 1.5)  # written by 1, cancelled at 1.6 under its write
+        await trio.sleep(0.1)
         nursery.start_soon(add, 2)
-    assert outcomes == {0: "cancelled", 1: "the batch's write was cancelled", 2: "written"}
-    assert written == [[], [2]]
+        await trio.sleep(1.1)
+        nursery.start_soon(add, 3)  # waits for the next: handed it when 1 is cancelled
+    assert outcomes == {
+        0: "written",
+        1: "cancelled",
+        2: "the batch's write was cancelled",
+        3: "written",
+    }
+    assert written == [[0], [3]]
 
 
 async def test_a_writer_returns_once_its_own_batch_is_written(
@@ -122,11 +143,7 @@ async def test_a_caller_cancelled_while_it_waits_is_written_by_the_writer_before
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     written: list[list[int]] = []
-
-    async def write(items: list[int]) -> None:
-        await trio.sleep(1)
-        written.append(sorted(items))
-
+    write = taking_a_second(written)
     batch = Batch(write)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(batch.add, 0)
@@ -142,11 +159,7 @@ async def test_a_shielded_batch_writes_for_the_others_when_its_writer_is_cancell
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     written: list[list[int]] = []
-
-    async def write(items: list[int]) -> None:
-        await trio.sleep(1)
-        written.append(sorted(items))
-
+    write = taking_a_second(written)
     batch = Batch(write, shield=True)
     outcomes: dict[int, str] = {}
 
