@@ -422,6 +422,48 @@ def answer_of(task_id: str, row: int, text: str) -> str:
     return json.dumps(["default", task_id, row, 0, json.dumps(answer), None])
 
 
+#: The first time a worker marks done an execution whose answer says ``finish-once``,
+#: PostgreSQL refuses the statement (a failover, a full disk: anything passing).
+REFUSE_ONE_FINISH = (
+    "CREATE SEQUENCE finishes_refused",
+    """
+    CREATE FUNCTION refuse_one_finish() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        IF NEW.state = 'done' AND strpos(coalesce(NEW.answer, ''), 'finish-once') > 0 THEN
+            IF nextval('finishes_refused') = 1 THEN
+                RAISE EXCEPTION 'the test refuses this finish once';
+            END IF;
+        END IF;
+        RETURN NEW;
+    END $$
+    """,
+    "CREATE TRIGGER refuse_one_finish BEFORE UPDATE ON queued_executions"
+    " FOR EACH ROW EXECUTE FUNCTION refuse_one_finish()",
+)
+
+
+async def test_a_finish_the_database_refuses_is_written_again_and_its_client_answered(
+    deployment: Deployment,
+) -> None:
+    # Nothing else would write it: the worker is alive, so no process takes
+    # its lease and ends the execution for it.
+    database = deployment.database
+    for statement in REFUSE_ONE_FINISH:
+        execute(database, statement)
+    try:
+        with trio.fail_after(LEASE_SECONDS + 10):
+            message = user_message("reply finish-once")
+            answer = await rpc(deployment.web[0], "SendMessage", {"message": message})
+        ((tries,),) = rows(database, "SELECT last_value FROM finishes_refused")
+    finally:
+        execute(database, "DROP TRIGGER refuse_one_finish ON queued_executions")
+        execute(database, "DROP FUNCTION refuse_one_finish")
+        execute(database, "DROP SEQUENCE finishes_refused")
+    assert answer["message"]["parts"][0]["text"].startswith("finish-once w")
+    assert tries == 2  # refused, then written
+    logged = "".join(worker.output() for worker in deployment.workers)
+    assert "could not finish queued execution" in logged
+
+
 async def test_a_web_process_streams_what_the_worker_records(deployment: Deployment) -> None:
     received = await frames(
         deployment.web[0], "SendStreamingMessage", {"message": user_message("tick 5")}

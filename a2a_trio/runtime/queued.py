@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -371,18 +371,53 @@ class QueuedExecutions:
             code = getattr(failure, "code", InternalError.spec.jsonrpc_code)
             error = {"code": code, "message": getattr(failure, "message", InternalError().message)}
         finally:
-            with trio.CancelScope(shield=True):
-                try:
-                    if again:
-                        if lease is not None:
-                            host.cluster.release(lease)
-                        await coordination.requeue(work, restart=started)
-                    elif not ended:
-                        finish = QueuedFinish(work, answer=answer, error=error, seq=seq)
-                        await self._ending.add((finish, lease))
-                except Exception:  # its web process learns it when this worker's lease ends
-                    log.exception("agent %s: could not finish queued execution", host.name)
-            done()
+            try:
+                if again:
+                    if lease is not None:
+                        host.cluster.release(lease)
+                    await self._until_written(
+                        "hand back", work, lambda _: coordination.requeue(work, restart=started)
+                    )
+                elif not ended:
+                    finish = QueuedFinish(work, answer=answer, error=error, seq=seq)
+                    # Its lease goes with the first try (a failed one let it go alone).
+                    await self._until_written(
+                        "finish",
+                        work,
+                        lambda first: self._ending.add((finish, lease if first else None)),
+                    )
+            finally:
+                done()
+
+    async def _until_written(
+        self, what: str, work: QueuedExecution, write: Callable[[bool], Awaitable[None]]
+    ) -> None:
+        """``write`` (told whether it is the first try) until it succeeds: the web
+        process that queued ``work`` waits for it, and nothing else would write it.
+
+        Each try is shielded, the pauses between them are not: a worker stopped
+        at once leaves the row to the process that finds it gone (its lease
+        ends), which tells the waiting client.
+        """
+        first, pause = True, 0.1
+        while True:
+            try:
+                with trio.CancelScope(shield=True):
+                    await write(first)
+                return
+            except Exception as error:
+                log.warning(
+                    "agent %s: could not %s queued execution %d (its client waits;"
+                    " trying again in %.1f s): %s",
+                    self._state.name,
+                    what,
+                    work.id,
+                    pause,
+                    error,
+                )
+            first = False
+            await trio.sleep(pause)
+            pause = min(pause * 2, 5.0)
 
 
 class _Queued:

@@ -278,7 +278,7 @@ class PostgresCoordination(Coordination):
                 "UPDATE queued_executions SET state = 'queued', claimed_by = NULL,"
                 " updated_at = now(), request = CASE WHEN %s"
                 " THEN (request::jsonb || '{\"restart\": true}')::json ELSE request END"
-                " WHERE id = %s",
+                " WHERE id = %s AND state <> 'done'",  # not once found dead and ended
                 (restart, execution.id),
             )
             conn.execute("SELECT pg_notify(%s, %s)", (QUEUE, signal_payload(execution.agent)))
