@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -462,6 +463,75 @@ async def test_a_finish_the_database_refuses_is_written_again_and_its_client_ans
     assert tries == 2  # refused, then written
     logged = "".join(worker.output() for worker in deployment.workers)
     assert "could not finish queued execution" in logged
+
+
+#: Holds, while the test keeps advisory lock 4244, a worker's finish of an answer
+#: that says ``read-again``.
+HOLD_FINISH = (
+    """
+    CREATE FUNCTION hold_finish() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        IF NEW.state = 'done' AND strpos(coalesce(NEW.answer, ''), 'read-again') > 0 THEN
+            PERFORM pg_advisory_xact_lock_shared(4244);
+        END IF;
+        RETURN NEW;
+    END $$
+    """,
+    "CREATE TRIGGER hold_finish BEFORE UPDATE ON queued_executions"
+    " FOR EACH ROW EXECUTE FUNCTION hold_finish()",
+)
+
+
+async def test_an_outcome_whose_read_was_lost_is_read_again(deployment: Deployment) -> None:
+    # An answer too long for its DONE wake-up is read from the row. Here the
+    # web process's read waits behind a table lock and its connection is
+    # ended under it: the web process reads again, and its client is answered.
+    database = deployment.database
+    location = parse_database_url(database)
+    assert isinstance(location, PostgresLocation)
+    for statement in HOLD_FINISH:
+        execute(database, statement)
+    answers: list[dict[str, Any]] = []
+
+    async def send() -> None:
+        message = user_message("reply read-again " + "x" * 9000)
+        answers.append(await rpc(deployment.web[0], "SendMessage", {"message": message}))
+
+    # The table lock stops every process's heartbeat too: held a moment only,
+    # watched on a connection already open.
+    waiting = (
+        "SELECT a.pid FROM pg_stat_activity a WHERE a.datname = current_database()"
+        " AND a.wait_event_type = 'Lock' AND a.query LIKE %s"
+    )
+    try:
+        with admin_connect(location) as watch, admin_connect(location) as table:
+
+            async def seen(query: str) -> list[tuple[Any, ...]]:
+                with trio.fail_after(10):
+                    while not (found := watch.execute(waiting, (query,)).fetchall()):  # noqa: ASYNC110
+                        await trio.sleep(0.005)  # the other process waits: nothing tells
+                return found
+
+            watch.execute("SELECT pg_advisory_lock(4244)")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(send)
+                await held_at(database, 4244)  # the worker's finish
+                table.execute("BEGIN")
+                take = partial(table.execute, "LOCK TABLE queued_executions")
+                async with trio.open_nursery() as taking:
+                    taking.start_soon(trio.to_thread.run_sync, take)
+                    await seen("LOCK TABLE%")  # queued behind the finish
+                    watch.execute("SELECT pg_advisory_unlock(4244)")
+                for (pid,) in await seen("SELECT state, answer%"):  # the web process's read
+                    watch.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                table.execute("COMMIT")
+                with trio.fail_after(10):
+                    while not answers:  # noqa: ASYNC110
+                        await trio.sleep(0.02)
+    finally:
+        execute(database, "DROP TRIGGER hold_finish ON queued_executions")
+        execute(database, "DROP FUNCTION hold_finish")
+    assert answers[0]["message"]["parts"][0]["text"].startswith("read-again xxx")
+    assert "was lost: terminating connection" in deployment.web[0].output()  # its one line
 
 
 async def test_a_web_process_streams_what_the_worker_records(deployment: Deployment) -> None:

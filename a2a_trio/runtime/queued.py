@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from .membership import Membership
 
 __all__ = ["QueuedExecutions"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("a2a_trio.runtime")
 
@@ -171,9 +173,15 @@ class QueuedExecutions:
         if entry is None:
             return
         live, execution = entry
+        coordination = host.cluster.coordination
         try:
-            outcome = told or await host.cluster.coordination.queued_outcome(row)
-            if not outcome.done:
+            outcome = told or await self._tried(
+                "read",
+                row,
+                lambda _: coordination.queued_outcome(row),
+                wanted=lambda: row in self._waiting,
+            )
+            if outcome is None or not outcome.done:
                 return
             if row not in self._waiting:
                 return  # another wake-up finished it meanwhile
@@ -201,10 +209,8 @@ class QueuedExecutions:
                     str(error.get("message") or ""),
                     reason=reason if isinstance(reason, str) else None,
                 )
-        except Exception:
+        except Exception:  # its events could not be read back, say
             log.exception("agent %s: could not read queued execution %d", host.name, row)
-            if row in self._waiting:
-                return  # the next wake-up or look tries again
             execution.error = execution.error or InternalError()
         execution.settle_first()
         execution.done.set()
@@ -375,49 +381,61 @@ class QueuedExecutions:
                 if again:
                     if lease is not None:
                         host.cluster.release(lease)
-                    await self._until_written(
-                        "hand back", work, lambda _: coordination.requeue(work, restart=started)
+                    await self._tried(
+                        "hand back",
+                        work.id,
+                        lambda _: coordination.requeue(work, restart=started),
+                        shield=True,
                     )
                 elif not ended:
                     finish = QueuedFinish(work, answer=answer, error=error, seq=seq)
                     # Its lease goes with the first try (a failed one let it go alone).
-                    await self._until_written(
+                    await self._tried(
                         "finish",
-                        work,
+                        work.id,
                         lambda first: self._ending.add((finish, lease if first else None)),
+                        shield=True,
                     )
             finally:
                 done()
 
-    async def _until_written(
-        self, what: str, work: QueuedExecution, write: Callable[[bool], Awaitable[None]]
-    ) -> None:
-        """``write`` (told whether it is the first try) until it succeeds: the web
-        process that queued ``work`` waits for it, and nothing else would write it.
+    async def _tried(
+        self,
+        what: str,
+        row: int,
+        attempt: Callable[[bool], Awaitable[T]],
+        *,
+        shield: bool = False,
+        wanted: Callable[[], bool] | None = None,
+    ) -> T | None:
+        """``attempt`` (told whether it is the first) until the database takes it:
+        a client waits for it, and nothing else would do it.
 
-        Each try is shielded, the pauses between them are not: a worker stopped
-        at once leaves the row to the process that finds it gone (its lease
-        ends), which tells the waiting client.
+        Tried again after 0.1 s, then twice as long each time up to 5 s, each
+        refusal logged. ``shield`` shields each try, not the pauses: a worker
+        stopped at once leaves its row to the process that finds it gone,
+        which tells the client. None once ``wanted`` says it is needed no more.
         """
         first, pause = True, 0.1
         while True:
             try:
-                with trio.CancelScope(shield=True):
-                    await write(first)
-                return
+                with trio.CancelScope(shield=shield):
+                    return await attempt(first)
             except Exception as error:
                 log.warning(
                     "agent %s: could not %s queued execution %d (its client waits;"
                     " trying again in %.1f s): %s",
                     self._state.name,
                     what,
-                    work.id,
+                    row,
                     pause,
                     error,
                 )
             first = False
             await trio.sleep(pause)
             pause = min(pause * 2, 5.0)
+            if wanted is not None and not wanted():
+                return None
 
 
 class _Queued:
