@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from a2a_trio.runtime.batches import Batch
 
@@ -181,3 +183,73 @@ async def test_a_shielded_batch_writes_for_the_others_when_its_writer_is_cancell
         nursery.start_soon(joining, 3)  # joins them (written by 1 or 2)
     assert written == [[0], [1, 2, 3]]
     assert outcomes == {0: "cancelled", 1: "written", 2: "written", 3: "written"}
+
+
+#: A caller: when it hands its item in, and how long after it is cancelled (if
+#: ever), in tenths of a second.
+_callers = st.lists(
+    st.tuples(st.integers(0, 30), st.none() | st.integers(0, 30)), min_size=1, max_size=12
+)
+#: The writes, in turn (again from the first when there are more): how long
+#: each takes, in tenths of a second, and whether the database refuses it.
+_writes = st.lists(st.tuples(st.integers(0, 20), st.booleans()), min_size=1, max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(callers=_callers, writes=_writes, shield=st.booleans())
+def test_every_caller_returns_and_writes_never_overlap(
+    callers: list[tuple[int, int | None]], writes: list[tuple[int, bool]], shield: bool
+) -> None:
+    written: list[int] = []
+    outcomes: dict[int, str] = {}
+    writing = False
+    taken = 0
+
+    async def write(items: list[int]) -> None:
+        nonlocal writing, taken
+        assert not writing, "two writes at once"
+        writing = True
+        try:
+            seconds, refused = writes[taken % len(writes)]
+            taken += 1
+            await trio.sleep(seconds / 10)
+            if refused:
+                raise OSError("refused")
+            written.extend(items)
+        finally:
+            writing = False
+
+    batch = Batch(write, shield=shield)
+
+    async def call(n: int, at: int, cancelled_after: int | None) -> None:
+        await trio.sleep(at / 10)
+        with trio.CancelScope() as scope:
+            if cancelled_after is not None:
+                scope.deadline = trio.current_time() + cancelled_after / 10
+            try:
+                await batch.add(n)
+            except OSError:
+                outcomes[n] = "refused"
+            except RuntimeError:
+                outcomes[n] = "lost with its writer"
+            else:
+                outcomes[n] = "written"
+        if scope.cancelled_caught:
+            outcomes[n] = "cancelled"
+
+    async def main() -> None:
+        with trio.fail_after(1_000):  # nobody is left waiting for good
+            async with trio.open_nursery() as nursery:
+                for n, (at, cancelled_after) in enumerate(callers):
+                    nursery.start_soon(call, n, at, cancelled_after)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert sorted(outcomes) == list(range(len(callers)))
+    assert len(written) == len(set(written)), "an item written twice"
+    for n, outcome in outcomes.items():
+        if outcome == "written":
+            assert n in written
+        elif outcome == "cancelled":
+            assert callers[n][1] is not None, f"{n} was never cancelled"
+        else:  # refused, or lost with its writer
+            assert n not in written
