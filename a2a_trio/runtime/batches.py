@@ -49,9 +49,10 @@ class Batch(Generic[T]):
         """Return once ``item`` is written (with those handed in meanwhile).
 
         Raises what its batch's write raised; a write cancelled under its
-        writer fails its batch and those still pending with ``RuntimeError``
-        (unless the batch shields its writes: then the writer raises its
-        cancellation once its batch is written, its own item written too).
+        writer fails its batch with ``RuntimeError`` (unless the batch shields
+        its writes: then the writer raises its cancellation once its batch is
+        written, its own item written too). Those pending behind it are written
+        by one of their callers still waiting (failed too if none waits).
         """
         ticket = _Ticket()
         self._pending.append((item, ticket))
