@@ -12,6 +12,8 @@ sees what ran where and when.
 ``count``   INPUT_REQUIRED after 5 ms, each run noted (and any overlap with another
             run of the same task, in any process, as a violation); a follow-up ``count``
             runs again
+``long N``  WORKING, then (once the file ``<task id>.go`` exists) COMPLETED with an
+            artifact of N characters (a last round too long for its wake-up)
 ``ask``     INPUT_REQUIRED; any other follow-up completes with an artifact
 ``hold``    WORKING, then waits for good; notes the time it stopped when cancelled
 ``silent``  (a follow-up) notes where it runs, then waits for good, recording nothing
@@ -84,6 +86,11 @@ class ClusterExecutor(AgentExecutor):
                 for n in range(int(count)):
                     await trio.sleep(int(pause or "1") / 1000)
                     await updater.start_work(f"burst {n + 1}")
+                await updater.complete()
+            case "long":
+                while not (DIRECTORY / f"{context.task_id}.go").exists():  # noqa: ASYNC110
+                    await trio.sleep(0.005)
+                await updater.add_artifact("x" * int(rest), name="long")
                 await updater.complete()
             case "ask":
                 await updater.requires_input("And then?")

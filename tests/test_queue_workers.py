@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
+import psycopg
 import pytest
 import trio
 
@@ -357,6 +358,21 @@ async def held_at(database: str, lock: int) -> None:
             await trio.sleep(0.02)  # the statement waits: nothing tells
 
 
+async def waiting_on_a_lock(
+    watch: psycopg.Connection[tuple[object, ...]], query: str, count: int = 1
+) -> list[int]:
+    """The backends of this database whose statement like ``query`` waits for a lock,
+    once there are ``count`` (``watch``: a connection already open, quick to ask)."""
+    waiting = (
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        " AND wait_event_type = 'Lock' AND query LIKE %s"
+    )
+    with trio.fail_after(10):
+        while len(found := watch.execute(waiting, (query,)).fetchall()) < count:  # noqa: ASYNC110
+            await trio.sleep(0.005)  # another process waits: nothing tells
+    return [int(str(pid)) for (pid,) in found]
+
+
 async def test_a_done_wake_up_heard_before_the_enqueue_returns_still_answers(
     deployment: Deployment,
 ) -> None:
@@ -481,6 +497,40 @@ HOLD_FINISH = (
 )
 
 
+async def cut_off_a_read(
+    location: PostgresLocation,
+    held: int,
+    tables: str,
+    reader: str,
+    client: Callable[[], Awaitable[None]],
+    *,
+    readers: int = 1,
+) -> None:
+    """Run ``client`` while a write it waits for is held (advisory lock ``held``, taken by a
+    trigger), then end the connection of the read that follows it (a statement like
+    ``reader``; once ``readers`` wait), held for a moment behind a lock on ``tables``
+    queued behind the write.
+
+    The table lock stops other statements too (heartbeats): it is watched from a
+    connection already open, so that it lasts a moment only. Returns once ``client`` does.
+    """
+    database = postgres_url(location)
+    with admin_connect(location) as watch, admin_connect(location) as table:
+        watch.execute("SELECT pg_advisory_lock(%s)", (held,))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client)
+            await held_at(database, held)
+            table.execute("BEGIN")
+            take = partial(table.execute, f"LOCK TABLE {tables}")
+            async with trio.open_nursery() as taking:
+                taking.start_soon(trio.to_thread.run_sync, take)
+                await waiting_on_a_lock(watch, "LOCK TABLE%")  # queued behind the write
+                watch.execute("SELECT pg_advisory_unlock(%s)", (held,))
+            for pid in await waiting_on_a_lock(watch, reader, readers):
+                watch.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            table.execute("COMMIT")
+
+
 async def test_an_outcome_whose_read_was_lost_is_read_again(deployment: Deployment) -> None:
     # An answer too long for its DONE wake-up is read from the row. Here the
     # web process's read waits behind a table lock and its connection is
@@ -496,42 +546,71 @@ async def test_an_outcome_whose_read_was_lost_is_read_again(deployment: Deployme
         message = user_message("reply read-again " + "x" * 9000)
         answers.append(await rpc(deployment.web[0], "SendMessage", {"message": message}))
 
-    # The table lock stops every process's heartbeat too: held a moment only,
-    # watched on a connection already open.
-    waiting = (
-        "SELECT a.pid FROM pg_stat_activity a WHERE a.datname = current_database()"
-        " AND a.wait_event_type = 'Lock' AND a.query LIKE %s"
-    )
     try:
-        with admin_connect(location) as watch, admin_connect(location) as table:
-
-            async def seen(query: str) -> list[tuple[Any, ...]]:
-                with trio.fail_after(10):
-                    while not (found := watch.execute(waiting, (query,)).fetchall()):  # noqa: ASYNC110
-                        await trio.sleep(0.005)  # the other process waits: nothing tells
-                return found
-
-            watch.execute("SELECT pg_advisory_lock(4244)")
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(send)
-                await held_at(database, 4244)  # the worker's finish
-                table.execute("BEGIN")
-                take = partial(table.execute, "LOCK TABLE queued_executions")
-                async with trio.open_nursery() as taking:
-                    taking.start_soon(trio.to_thread.run_sync, take)
-                    await seen("LOCK TABLE%")  # queued behind the finish
-                    watch.execute("SELECT pg_advisory_unlock(4244)")
-                for (pid,) in await seen("SELECT state, answer%"):  # the web process's read
-                    watch.execute("SELECT pg_terminate_backend(%s)", (pid,))
-                table.execute("COMMIT")
-                with trio.fail_after(10):
-                    while not answers:  # noqa: ASYNC110
-                        await trio.sleep(0.02)
+        with trio.fail_after(20):  # answered only if its read is tried again
+            await cut_off_a_read(location, 4244, "queued_executions", "SELECT state, answer%", send)
     finally:
         execute(database, "DROP TRIGGER hold_finish ON queued_executions")
         execute(database, "DROP FUNCTION hold_finish")
     assert answers[0]["message"]["parts"][0]["text"].startswith("read-again xxx")
     assert "was lost: terminating connection" in deployment.web[0].output()  # its one line
+
+
+#: Holds, while the test keeps advisory lock 4245, the round that ends a task.
+HOLD_ENDING = (
+    """
+    CREATE FUNCTION hold_ending() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        IF NEW.state = 'TASK_STATE_COMPLETED' THEN
+            PERFORM pg_advisory_xact_lock_shared(4245);
+        END IF;
+        RETURN NEW;
+    END $$
+    """,
+    "CREATE TRIGGER hold_ending BEFORE UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION hold_ending()",
+)
+
+
+async def test_a_subscriber_hears_a_last_round_whose_read_back_was_lost(
+    deployment: Deployment,
+) -> None:
+    # The task's last round is too long for its wake-up: the subscriber's web
+    # process reads it back. That read waits behind a table lock held for a
+    # moment, and its connection is ended under it: no other wake-up comes,
+    # so the process reads again, and the stream ends with the task.
+    database = deployment.database
+    location = parse_database_url(database)
+    assert isinstance(location, PostgresLocation)
+    task = await start_task(deployment.web[0], "long 9000")
+    for statement in HOLD_ENDING:
+        execute(database, statement)
+    received: list[tuple[str | None, dict[str, Any]]] = []
+
+    async def subscribe() -> None:
+        def started() -> None:  # the agent goes on once the subscriber has its first frame
+            (deployment.directory / f"{task['id']}.go").touch()
+
+        params = {"id": task["id"]}
+        received.extend(
+            await frames(deployment.web[1], "SubscribeToTask", params, after_first=started)
+        )
+
+    try:
+        with trio.fail_after(20):  # it ends only if the read-back is tried again
+            # Both web processes read it back: the one that queued it (it waits
+            # for the execution, and would read again itself) and the subscriber's.
+            await cut_off_a_read(
+                location,
+                4245,
+                "tasks, task_events",
+                "%SELECT t.id, NULL::bigint%",
+                subscribe,
+                readers=2,
+            )
+    finally:
+        execute(database, "DROP TRIGGER hold_ending ON tasks")
+        execute(database, "DROP FUNCTION hold_ending")
+    assert state_of(received[-1][1]) == "TASK_STATE_COMPLETED"
+    assert "was lost: terminating connection" in deployment.web[1].output()  # its one line
 
 
 async def test_a_web_process_streams_what_the_worker_records(deployment: Deployment) -> None:

@@ -167,13 +167,30 @@ class Membership:
                 live.catch_up_again = True  # the rest in the next pass
 
     async def _catch_up(self, live: LiveTask) -> None:
+        pause = 0.1
         try:
             while True:
                 live.catch_up_again = False
-                await self._reading.add(live)
+                try:
+                    await self._reading.add(live)
+                except Exception as error:
+                    # No next wake-up may come (its last round, too long to
+                    # carry): read again while anyone else attends the task.
+                    if live.users <= 1:
+                        raise
+                    log.warning(
+                        "agent %s: could not read task %s back (trying again in %.1f s): %s",
+                        self.name,
+                        live.task_id,
+                        pause,
+                        error,
+                    )
+                    await trio.sleep(pause)
+                    pause = min(pause * 2, 5.0)
+                    live.catch_up_again = True
                 if not live.catch_up_again:
                     return
-        except Exception:  # a failing store: the next wake-up tries again
+        except Exception:  # nobody attends it now: the next reader reads it
             log.exception("agent %s: could not read task %s back", self.name, live.task_id)
         finally:
             live.catching_up = False
