@@ -1,4 +1,4 @@
-"""hypercorn's HTTP/2 connection: seven faults mended and a cost cut, for a2a-trio.
+"""hypercorn's HTTP/2 connection: seven faults mended and two costs cut, for a2a-trio.
 
 hypercorn (0.17 and 0.18, the newest) keeps each response stream in a
 priority tree that its sending task walks, and takes a stream out only on a
@@ -56,7 +56,9 @@ module's :class:`MendedH2Protocol` removes each:
    stream whose app has ended its answer is left to close itself.
 
 Beneath the mends, :class:`.hypercorn_h2_writes.FewerWrites` writes an
-answer in fewer writes: a unary gRPC answer in one (its module docstring).
+answer in fewer writes: a unary gRPC answer in one (its module docstring);
+and :class:`.hypercorn_h2_turns.SendingTurns` stands for the priority tree,
+a round robin whose cost does not grow with the streams in flight.
 
 :func:`install` puts the class where hypercorn's connections find their
 HTTP/2 protocol; :class:`a2a_trio.A2AApp` installs it when it is built, so
@@ -85,6 +87,7 @@ from hypercorn.protocol.events import EndBody, EndData, StreamClosed, Trailers
 from hyperframe.frame import GoAwayFrame
 from priority.priority import MissingStreamError
 
+from .hypercorn_h2_turns import SendingTurns
 from .hypercorn_h2_writes import SENDING_FAULTS, FewerWrites
 from .hypercorn_release import MENDED_VERSIONS, mendable
 
@@ -153,6 +156,8 @@ class MendedH2Protocol(FewerWrites):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Whose turn it is to send: a round robin for hypercorn's priority tree.
+        self.priority = SendingTurns()  # type: ignore[assignment]
         self.send_timeout = send_timeout_for(self.app)
         #: Streams whose data waits for the client's window: each one's
         #: deadline, and the bytes it must still send to be clear (fault 6).
