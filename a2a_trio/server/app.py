@@ -31,7 +31,7 @@ from ..store import Store
 from ..store.outage import quiet_retries
 from ..store.postgres import PoolSettings
 from ..store.url import DatabaseLocation
-from . import hypercorn_h2, hypercorn_release, hypercorn_tcp
+from . import h2_header_checks, hypercorn_h2, hypercorn_release, hypercorn_tcp
 from .asgi import JSON_CONTENT_TYPE
 from .auth import Authenticator, CardGuard
 from .bindings import ServerSettings
@@ -127,6 +127,7 @@ class A2AApp(QuartTrio):
             self, self.a2a_settings.send_timeout, self.a2a_settings.header_timeout
         )
         hypercorn_h2.install(self, self.a2a_settings.send_timeout)
+        h2_header_checks.install()  # the same checks of received headers, in C
         self.before_serving(hypercorn_release.log_unprotected)
         quiet_retries()  # a database away: one line when it goes, however this is served
         self.host_settings = host_settings or HostSettings()
