@@ -8,8 +8,8 @@ to core 1), switches instrumentation on (``callgrind_control -i on``), sends
 exactly ``--requests`` more, each answer checked as the wrk script checks it,
 dumps (``callgrind_control -d``), stops the server and prints the server's
 instructions divided by the requests measured. MODE is ``jsonrpc``, ``rest``,
-``stream`` (SendStreamingMessage, four events) or ``grpc`` (a2a-trio only:
-unary SendMessage with grpcio's client on one channel).
+``stream`` (SendStreamingMessage, four events) or ``grpc`` (unary
+SendMessage with grpcio's client on one channel).
 
 The count does not move with the machine's load, unlike CPU time: the tool for
 an A/B of a change on a busy machine. ``--baseline DIR`` measures the server
@@ -246,8 +246,6 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--baseline", help="a directory holding another a2a_trio package")
     parser.add_argument("--keep", help="keep the callgrind files in this directory")
     args = parser.parse_args(argv)
-    if args.server == "floor" and args.mode == "grpc":
-        parser.error("the floor serves no gRPC")
     if (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {1})
     with tempfile.TemporaryDirectory(prefix="bench-callgrind-") as scratch:

@@ -488,8 +488,8 @@ def run_server(
     postgres: LocalPostgres | None = None,
 ) -> None:
     """Every selected case against ``kind``; results go to ``record(case, server, entry)``."""
-    if kind.wrk_only:
-        cases = [case for case in cases if case.wrk is not None]
+    if kind.load_only:
+        cases = [case for case in cases if case.wrk is not None or case.kind == "grpc"]
     if kind.module != TRIO_SERVER:  # only a2a-trio has a live feed
         cases = [case for case in cases if case.kind != "feed"]
     if kind.module not in ASKING_SERVERS:

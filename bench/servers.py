@@ -66,8 +66,8 @@ class ServerKind:
     #: in-memory stores, or nowhere (the floor's canned answers).
     store: StoreKind = "sqlite"
     description: str = ""
-    #: True: canned answers, no tasks behind them: only the wrk cases apply.
-    wrk_only: bool = False
+    #: True: canned answers, no tasks behind them: only the load cases (wrk, gRPC) apply.
+    load_only: bool = False
     #: A directory holding another ``a2a_trio`` package (a checkout of an
     #: earlier commit, say) that the server imports instead of this one's, with
     #: this bench's server script: the "before" of a before/after run.
@@ -132,9 +132,9 @@ SERVERS: dict[str, ServerKind] = {
             "bench.floor_server",
             description="hypercorn's trio worker, configured as for a2a-trio, answering "
             "canned responses from a bare ASGI app: no A2A work, nothing stored "
-            "(the HTTP layer's ceiling, for scale; wrk cases only)",
+            "(the HTTP layer's ceiling, for scale; wrk and gRPC cases only)",
             store="none",
-            wrk_only=True,
+            load_only=True,
         ),
     )
 }
