@@ -32,6 +32,7 @@ from ..protocol import (
 )
 from ..store import StoredTask
 from ..store.coordination import QueuedExecution, QueuedFinish, QueuedOutcome
+from .backoff import retrying
 from .batches import Batch
 from .executions import Executions
 from .executor import Principal, RequestContext
@@ -412,30 +413,24 @@ class QueuedExecutions:
         a client waits for it, and nothing else would do it.
 
         Tried again after 0.1 s, then twice as long each time up to 5 s, each
-        refusal logged. ``shield`` shields each try, not the pauses: a worker
-        stopped at once leaves its row to the process that finds it gone,
-        which tells the client. None once ``wanted`` says it is needed no more.
+        refusal logged (see :func:`~a2a_trio.runtime.backoff.retrying`).
+        ``shield`` shields each try, not the pauses: a worker stopped at once
+        leaves its row to the process that finds it gone, which tells the
+        client. None once ``wanted`` says it is needed no more.
         """
-        first, pause = True, 0.1
-        while True:
-            try:
-                with trio.CancelScope(shield=shield):
-                    return await attempt(first)
-            except Exception as error:
-                log.warning(
-                    "agent %s: could not %s queued execution %d (its client waits;"
-                    " trying again in %.1f s): %s",
-                    self._state.name,
-                    what,
-                    row,
-                    pause,
-                    error,
-                )
-            first = False
-            await trio.sleep(pause)
-            pause = min(pause * 2, 5.0)
-            if wanted is not None and not wanted():
-                return None
+
+        def refused(error: Exception, pause: float) -> None:
+            log.warning(
+                "agent %s: could not %s queued execution %d (its client waits;"
+                " trying again in %.1f s): %s",
+                self._state.name,
+                what,
+                row,
+                pause,
+                error,
+            )
+
+        return await retrying(attempt, refused, shield=shield, wanted=wanted)
 
 
 class _Queued:
