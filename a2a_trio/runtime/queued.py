@@ -189,7 +189,7 @@ class QueuedExecutions:
             del self._waiting[row]
             host.cluster.heard(row)  # nothing here reads the row again
             # Its last events before its end: a stream must relay them first.
-            await self._read_through(live, outcome.seq)
+            await self._read_through(live, row, outcome.seq)
             error = outcome.error
             # Refused for lack of space after its message was stored, the
             # follow-up leaves its task paused for the retry (no ending comes)
@@ -218,21 +218,27 @@ class QueuedExecutions:
         live.feed.notify()
         host.live.release(live)
 
-    async def _read_through(self, live: LiveTask, seq: int | None) -> None:
+    async def _read_through(self, live: LiveTask, row: int, seq: int | None) -> None:
         """Publish the task's events up to ``seq`` (None: all the log holds).
 
         Usually the wake-up of the execution's last round has had them read
         back already, or is reading them (then this waits for that read).
+        A read of its own is tried again (see :meth:`_tried`) while anyone
+        but ``row`` attends the task: its execution ended as the row says,
+        whatever becomes of this read.
         """
-        assert self._membership is not None
-        if seq is None:
-            await self._membership.read_back(live)
-            return
+        membership = self._membership
+        assert membership is not None
         feed = live.feed
-        while feed.current_seq < seq:
+        while seq is None or feed.current_seq < seq:
             wakeup = feed.wakeup
-            if not live.catching_up:
-                await self._membership.read_back(live)
+            if seq is None or not live.catching_up:
+                await self._tried(
+                    "read the task of",
+                    row,
+                    lambda _: membership.read_back(live),
+                    wanted=lambda: live.users > 1,  # anyone besides the row
+                )
                 return
             await wakeup.wait()
 
