@@ -556,6 +556,49 @@ async def test_an_outcome_whose_read_was_lost_is_read_again(deployment: Deployme
     assert "was lost: terminating connection" in deployment.web[0].output()  # its one line
 
 
+async def test_a_read_back_lost_after_the_outcome_is_read_again(deployment: Deployment) -> None:
+    # An outcome read from its row says nothing of the task's last event, so
+    # the web process reads the task back before it answers. Here that read
+    # waits behind a lock on the tasks table and its connection is ended
+    # under it: the web process reads again, and its client gets the answer
+    # the worker gave, not an InternalError.
+    database, web0 = deployment.database, deployment.web[0]
+    location = parse_database_url(database)
+    assert isinstance(location, PostgresLocation)
+    for statement in HOLD_FINISH:
+        execute(database, statement)
+    answers: list[dict[str, Any]] = []
+
+    async def send() -> None:
+        message = user_message("reply read-again " + "x" * 9000)  # too long for its wake-up
+        answers.append(await rpc(web0, "SendMessage", {"message": message}))
+
+    logged = len(web0.output())
+    try:
+        with (
+            trio.fail_after(20),  # answered only if its read-back is tried again
+            admin_connect(location) as watch,
+            admin_connect(location) as table,
+        ):
+            watch.execute("SELECT pg_advisory_lock(4244)")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(send)
+                await held_at(database, 4244)
+                # A direct answer writes no task: the lock is granted at once,
+                # and lasts until the read-back waiting for it is ended.
+                table.execute("BEGIN")
+                table.execute("LOCK TABLE tasks")
+                watch.execute("SELECT pg_advisory_unlock(4244)")
+                for pid in await waiting_on_a_lock(watch, "%SELECT t.id, NULL::bigint%"):
+                    watch.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                table.execute("COMMIT")
+    finally:
+        execute(database, "DROP TRIGGER hold_finish ON queued_executions")
+        execute(database, "DROP FUNCTION hold_finish")
+    assert answers[0]["message"]["parts"][0]["text"].startswith("read-again xxx")
+    assert "was lost: terminating connection" in web0.output()[logged:]  # its one line
+
+
 #: Holds, while the test keeps advisory lock 4245, the round that ends a task.
 HOLD_ENDING = (
     """

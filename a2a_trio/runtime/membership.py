@@ -19,6 +19,7 @@ from ..protocol import A2AError, InternalError, Message, StreamResponse, Task, T
 from ..store import LoggedEvent, StoredTask
 from ..store.coordination import CarriedRound, QueuedOutcome
 from ..store.history import messages_in
+from .backoff import retrying
 from .batches import Batch
 from .cluster import Cluster, new_token
 from .executions import Executions
@@ -167,29 +168,28 @@ class Membership:
                 live.catch_up_again = True  # the rest in the next pass
 
     async def _catch_up(self, live: LiveTask) -> None:
-        pause = 0.1
-        try:
-            while True:
+        async def read(_: bool) -> None:
+            while True:  # and again while other processes move it meanwhile
                 live.catch_up_again = False
-                try:
-                    await self._reading.add(live)
-                except Exception as error:
-                    # No next wake-up may come (its last round, too long to
-                    # carry): read again while anyone else attends the task.
-                    if live.users <= 1:
-                        raise
-                    log.warning(
-                        "agent %s: could not read task %s back (trying again in %.1f s): %s",
-                        self.name,
-                        live.task_id,
-                        pause,
-                        error,
-                    )
-                    await trio.sleep(pause)
-                    pause = min(pause * 2, 5.0)
-                    live.catch_up_again = True
+                await self._reading.add(live)
                 if not live.catch_up_again:
                     return
+
+        def refused(error: Exception, pause: float) -> None:
+            # No next wake-up may come (its last round, too long to carry):
+            # read again while anyone else attends the task.
+            if live.users <= 1:
+                raise error
+            log.warning(
+                "agent %s: could not read task %s back (trying again in %.1f s): %s",
+                self.name,
+                live.task_id,
+                pause,
+                error,
+            )
+
+        try:
+            await retrying(read, refused)
         except Exception:  # nobody attends it now: the next reader reads it
             log.exception("agent %s: could not read task %s back", self.name, live.task_id)
         finally:

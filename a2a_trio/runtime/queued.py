@@ -32,6 +32,7 @@ from ..protocol import (
 )
 from ..store import StoredTask
 from ..store.coordination import QueuedExecution, QueuedFinish, QueuedOutcome
+from .backoff import retrying
 from .batches import Batch
 from .executions import Executions
 from .executor import Principal, RequestContext
@@ -188,7 +189,7 @@ class QueuedExecutions:
             del self._waiting[row]
             host.cluster.heard(row)  # nothing here reads the row again
             # Its last events before its end: a stream must relay them first.
-            await self._read_through(live, outcome.seq)
+            await self._read_through(live, row, outcome.seq)
             error = outcome.error
             # Refused for lack of space after its message was stored, the
             # follow-up leaves its task paused for the retry (no ending comes)
@@ -217,21 +218,27 @@ class QueuedExecutions:
         live.feed.notify()
         host.live.release(live)
 
-    async def _read_through(self, live: LiveTask, seq: int | None) -> None:
+    async def _read_through(self, live: LiveTask, row: int, seq: int | None) -> None:
         """Publish the task's events up to ``seq`` (None: all the log holds).
 
         Usually the wake-up of the execution's last round has had them read
         back already, or is reading them (then this waits for that read).
+        A read of its own is tried again (see :meth:`_tried`) while anyone
+        but ``row`` attends the task: its execution ended as the row says,
+        whatever becomes of this read.
         """
-        assert self._membership is not None
-        if seq is None:
-            await self._membership.read_back(live)
-            return
+        membership = self._membership
+        assert membership is not None
         feed = live.feed
-        while feed.current_seq < seq:
+        while seq is None or feed.current_seq < seq:
             wakeup = feed.wakeup
-            if not live.catching_up:
-                await self._membership.read_back(live)
+            if seq is None or not live.catching_up:
+                await self._tried(
+                    "read the task of",
+                    row,
+                    lambda _: membership.read_back(live),
+                    wanted=lambda: live.users > 1,  # anyone besides the row
+                )
                 return
             await wakeup.wait()
 
@@ -412,30 +419,24 @@ class QueuedExecutions:
         a client waits for it, and nothing else would do it.
 
         Tried again after 0.1 s, then twice as long each time up to 5 s, each
-        refusal logged. ``shield`` shields each try, not the pauses: a worker
-        stopped at once leaves its row to the process that finds it gone,
-        which tells the client. None once ``wanted`` says it is needed no more.
+        refusal logged (see :func:`~a2a_trio.runtime.backoff.retrying`).
+        ``shield`` shields each try, not the pauses: a worker stopped at once
+        leaves its row to the process that finds it gone, which tells the
+        client. None once ``wanted`` says it is needed no more.
         """
-        first, pause = True, 0.1
-        while True:
-            try:
-                with trio.CancelScope(shield=shield):
-                    return await attempt(first)
-            except Exception as error:
-                log.warning(
-                    "agent %s: could not %s queued execution %d (its client waits;"
-                    " trying again in %.1f s): %s",
-                    self._state.name,
-                    what,
-                    row,
-                    pause,
-                    error,
-                )
-            first = False
-            await trio.sleep(pause)
-            pause = min(pause * 2, 5.0)
-            if wanted is not None and not wanted():
-                return None
+
+        def refused(error: Exception, pause: float) -> None:
+            log.warning(
+                "agent %s: could not %s queued execution %d (its client waits;"
+                " trying again in %.1f s): %s",
+                self._state.name,
+                what,
+                row,
+                pause,
+                error,
+            )
+
+        return await retrying(attempt, refused, shield=shield, wanted=wanted)
 
 
 class _Queued:
