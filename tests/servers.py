@@ -37,11 +37,18 @@ def hypercorn_command(
     """hypercorn's CLI serving ``app`` with the trio worker on 127.0.0.1:``port``.
 
     ``python`` is the interpreter that runs it (another virtualenv's, say).
+    Idle connections are kept 75 s unless ``options`` say otherwise, as
+    docs/deployment.md runs it: under hypercorn's default of 5 s, which is
+    also httpx's, a loaded server closed a connection its client was
+    sending a POST on at that instant (test_no_task_ever_runs_twice_at_once
+    lost one of its 2,000 messages that way, "Server disconnected").
     """
+    keep_alive = () if "--keep-alive" in options else ("--keep-alive", "75")
     return [
         python,
         "-m",
         "hypercorn",
+        *keep_alive,
         *options,
         "--worker-class",
         "trio",
