@@ -497,6 +497,28 @@ HOLD_FINISH = (
 )
 
 
+@contextmanager
+def finishes_held(database: str) -> Iterator[None]:
+    """:data:`HOLD_FINISH`'s trigger on ``database`` for the block."""
+    for statement in HOLD_FINISH:
+        execute(database, statement)
+    try:
+        yield
+    finally:
+        execute(database, "DROP TRIGGER hold_finish ON queued_executions")
+        execute(database, "DROP FUNCTION hold_finish")
+
+
+def long_reply(web: ServerProcess, answers: list[dict[str, Any]]) -> Callable[[], Awaitable[None]]:
+    """A SendMessage whose answer says ``read-again`` and is too long for its DONE wake-up."""
+
+    async def send() -> None:
+        message = user_message("reply read-again " + "x" * 9000)
+        answers.append(await rpc(web, "SendMessage", {"message": message}))
+
+    return send
+
+
 async def cut_off_a_read(
     location: PostgresLocation,
     held: int,
@@ -538,20 +560,11 @@ async def test_an_outcome_whose_read_was_lost_is_read_again(deployment: Deployme
     database = deployment.database
     location = parse_database_url(database)
     assert isinstance(location, PostgresLocation)
-    for statement in HOLD_FINISH:
-        execute(database, statement)
     answers: list[dict[str, Any]] = []
+    send = long_reply(deployment.web[0], answers)
 
-    async def send() -> None:
-        message = user_message("reply read-again " + "x" * 9000)
-        answers.append(await rpc(deployment.web[0], "SendMessage", {"message": message}))
-
-    try:
-        with trio.fail_after(20):  # answered only if its read is tried again
-            await cut_off_a_read(location, 4244, "queued_executions", "SELECT state, answer%", send)
-    finally:
-        execute(database, "DROP TRIGGER hold_finish ON queued_executions")
-        execute(database, "DROP FUNCTION hold_finish")
+    with finishes_held(database), trio.fail_after(20):  # answered only if read again
+        await cut_off_a_read(location, 4244, "queued_executions", "SELECT state, answer%", send)
     assert answers[0]["message"]["parts"][0]["text"].startswith("read-again xxx")
     assert "was lost: terminating connection" in deployment.web[0].output()  # its one line
 
@@ -565,36 +578,27 @@ async def test_a_read_back_lost_after_the_outcome_is_read_again(deployment: Depl
     database, web0 = deployment.database, deployment.web[0]
     location = parse_database_url(database)
     assert isinstance(location, PostgresLocation)
-    for statement in HOLD_FINISH:
-        execute(database, statement)
     answers: list[dict[str, Any]] = []
-
-    async def send() -> None:
-        message = user_message("reply read-again " + "x" * 9000)  # too long for its wake-up
-        answers.append(await rpc(web0, "SendMessage", {"message": message}))
-
+    send = long_reply(web0, answers)
     logged = len(web0.output())
-    try:
-        with (
-            trio.fail_after(20),  # answered only if its read-back is tried again
-            admin_connect(location) as watch,
-            admin_connect(location) as table,
-        ):
-            watch.execute("SELECT pg_advisory_lock(4244)")
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(send)
-                await held_at(database, 4244)
-                # A direct answer writes no task: the lock is granted at once,
-                # and lasts until the read-back waiting for it is ended.
-                table.execute("BEGIN")
-                table.execute("LOCK TABLE tasks")
-                watch.execute("SELECT pg_advisory_unlock(4244)")
-                for pid in await waiting_on_a_lock(watch, "%SELECT t.id, NULL::bigint%"):
-                    watch.execute("SELECT pg_terminate_backend(%s)", (pid,))
-                table.execute("COMMIT")
-    finally:
-        execute(database, "DROP TRIGGER hold_finish ON queued_executions")
-        execute(database, "DROP FUNCTION hold_finish")
+    with (
+        finishes_held(database),
+        trio.fail_after(20),  # answered only if its read-back is tried again
+        admin_connect(location) as watch,
+        admin_connect(location) as table,
+    ):
+        watch.execute("SELECT pg_advisory_lock(4244)")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send)
+            await held_at(database, 4244)
+            # A direct answer writes no task: the lock is granted at once,
+            # and lasts until the read-back waiting for it is ended.
+            table.execute("BEGIN")
+            table.execute("LOCK TABLE tasks")
+            watch.execute("SELECT pg_advisory_unlock(4244)")
+            for pid in await waiting_on_a_lock(watch, "%SELECT t.id, NULL::bigint%"):
+                watch.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            table.execute("COMMIT")
     assert answers[0]["message"]["parts"][0]["text"].startswith("read-again xxx")
     assert "was lost: terminating connection" in web0.output()[logged:]  # its one line
 
