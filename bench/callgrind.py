@@ -234,20 +234,30 @@ def measure(args: argparse.Namespace, code: str | None, out_dir: Path) -> float:
     return _total_instructions(dumps[0]) / requests
 
 
+def load_options(parser: argparse.ArgumentParser, *, requests: int, warmup: int) -> None:
+    """The options of a measured load: MODE, ``--server``, the requests and connections."""
+    parser.add_argument("mode", choices=MODES)
+    parser.add_argument("--server", choices=("a2a-trio", "floor"), default="a2a-trio")
+    parser.add_argument("--requests", type=int, default=requests)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--connections", type=int, default=16)
+
+
+def to_the_client_core() -> None:
+    """Run this process (the load) on core 1 when there are two; the server gets core 0."""
+    if (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {1})
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.callgrind", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("mode", choices=MODES)
-    parser.add_argument("--server", choices=("a2a-trio", "floor"), default="a2a-trio")
-    parser.add_argument("--requests", type=int, default=320)
-    parser.add_argument("--warmup", type=int, default=64)
-    parser.add_argument("--connections", type=int, default=16)
+    load_options(parser, requests=320, warmup=64)
     parser.add_argument("--baseline", help="a directory holding another a2a_trio package")
     parser.add_argument("--keep", help="keep the callgrind files in this directory")
     args = parser.parse_args(argv)
-    if (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {1})
+    to_the_client_core()
     with tempfile.TemporaryDirectory(prefix="bench-callgrind-") as scratch:
         out_dir = Path(args.keep) if args.keep else Path(scratch)
         out_dir.mkdir(parents=True, exist_ok=True)

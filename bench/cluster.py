@@ -651,6 +651,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--conversation-history", type=int, help="historyLength of every turn (default: none)"
     )
     parser.add_argument(
+        "--conversation-slices",
+        type=int,
+        default=1,
+        help="run each conversation length in N parts, the lengths taking turns (default 1)",
+    )
+    parser.add_argument(
         "--baseline",
         type=Path,
         help="a directory holding another a2a_trio package: the throughput and conversation "
@@ -805,7 +811,9 @@ def run_configuration(
                 entry.update(measure_latency(servers, args))
             elif config.measure == "conversation":
                 settings = ConversationSettings(
-                    total_turns=args.conversation_turns, history_length=args.conversation_history
+                    total_turns=args.conversation_turns,
+                    history_length=args.conversation_history,
+                    slices=args.conversation_slices,
                 )
                 ports, pids = [s.port for s in servers], [s.pid for s in servers]
                 url = postgres.url_for(database)

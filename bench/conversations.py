@@ -8,7 +8,12 @@ once (one keep-alive connection each, :class:`~bench.http1.Http1Client`), each
 of ``turns`` blocking SendMessage calls over JSON-RPC, until about
 ``total_turns`` turns are done; then the same with the next length. Lengths 1
 (every turn a new task), 10 and 100 are measured in one server process, one
-after the other.
+after the other; with ``slices`` N above 1, each length's conversations are
+cut in N parts, and the lengths take turns part by part, the order reversed
+every other time (1, 10, 100, 100, 10, 1, ...): on a host whose speed drifts
+between minutes, and a database that grows as the bench runs, each length
+then meets the same spells and the same sizes, and the ratio of their turns/s
+holds the lengths' difference, not the minutes'.
 
 Reported per length: turns/s over the whole run, the server's CPU per turn
 (``utime + stime`` of its process from ``/proc``), on PostgreSQL (when the
@@ -63,6 +68,8 @@ class ConversationSettings:
     history_length: int | None = None
     #: Turns of 5-turn conversations run first and not measured.
     warmup_turns: int = 400
+    #: The parts each length is run in, the lengths taking turns (module docstring).
+    slices: int = 1
 
 
 def _request(text: str, nonce: str, task_id: str | None, history: int | None) -> dict[str, Any]:
@@ -102,22 +109,16 @@ class DatabaseProbe:
     transactions: Callable[[], int]
 
 
-def _database_figures(
-    probe: DatabaseProbe, cpu_before: dict[int, float], transactions_before: int, turns: int
-) -> dict[str, float]:
-    """PostgreSQL's CPU (µs) and committed transactions per turn since the ``before`` readings.
+def _database_spent(
+    probe: DatabaseProbe, cpu_before: dict[int, float], transactions_before: int
+) -> tuple[float, int]:
+    """PostgreSQL's CPU seconds and committed transactions since the ``before`` readings.
 
     A backend connected meanwhile counts from zero; one gone meanwhile is lost.
     """
     cpu = sum(late - cpu_before.get(pid, 0.0) for pid, late in probe.cpu().items())
     time.sleep(1.0)  # the backends report their transaction counters within a second or so
-    transactions = probe.transactions() - transactions_before
-    if not turns:
-        return {"postgres_cpu_us_per_turn": math.nan, "transactions_per_turn": math.nan}
-    return {
-        "postgres_cpu_us_per_turn": cpu / turns * 1e6,
-        "transactions_per_turn": transactions / turns,
-    }
+    return cpu, probe.transactions() - transactions_before
 
 
 @dataclass(slots=True)
@@ -128,6 +129,21 @@ class _Run:
     sizes: dict[int, int]
     failures: list[str]
     seconds: float = 0.0
+    #: The servers' CPU seconds, and PostgreSQL's CPU seconds and transactions.
+    cpu: float = 0.0
+    database_cpu: float = 0.0
+    transactions: int = 0
+
+    def add(self, other: _Run) -> None:
+        """``other``'s turns, counted as more of this one's."""
+        for turn, values in other.latencies.items():
+            self.latencies.setdefault(turn, []).extend(values)
+        self.sizes.update(other.sizes)
+        self.failures += other.failures
+        self.seconds += other.seconds
+        self.cpu += other.cpu
+        self.database_cpu += other.database_cpu
+        self.transactions += other.transactions
 
 
 async def _converse(
@@ -192,44 +208,87 @@ async def _measure(
     database: DatabaseProbe | None,
 ) -> Any:
     await _converse(ports, 5, max(1, settings.warmup_turns // 5), settings, nonce + "w")
-    results = []
+    runs: dict[int, _Run] = {}
+    conversations: dict[int, int] = {}
     for length in settings.lengths:
         rounds = max(1, math.ceil(settings.total_turns / (length * settings.concurrency)))
-        conversations = rounds * settings.concurrency
-        if database is not None:
-            database_cpu, transactions = database.cpu(), database.transactions()
-        cpu_before = sum(cpu_seconds(pid) for pid in pids)
-        run = await _converse(ports, length, conversations, settings, nonce)
-        cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
-        latencies = run.latencies
-        turns = sum(len(values) for values in latencies.values())  # answered ones
-        by_turn = {
-            turn: {
-                "p50_ms": _percentile(latencies[turn], 0.5) * 1e3,
-                "p99_ms": _percentile(latencies[turn], 0.99) * 1e3,
-                "answer_bytes": run.sizes.get(turn, 0),
-            }
-            for turn in _shown_turns(length)
+        conversations[length] = rounds * settings.concurrency
+    slices = max(1, settings.slices)
+    for part in range(slices):
+        for length in settings.lengths if part % 2 == 0 else settings.lengths[::-1]:
+            # Whole rounds of concurrent conversations in each part, the rest in the last.
+            rounds = conversations[length] // settings.concurrency
+            share = rounds // slices + (rounds % slices if part == slices - 1 else 0)
+            if share == 0:
+                continue
+            run = await _measured(
+                ports, pids, length, share * settings.concurrency, settings, nonce, database
+            )
+            if length in runs:
+                runs[length].add(run)
+            else:
+                runs[length] = run
+    results = [_figures(length, conversations[length], runs[length]) for length in runs]
+    if database is None:
+        for entry in results:
+            for key in ("postgres_cpu_us_per_turn", "transactions_per_turn"):
+                del entry[key]
+    return {
+        "history_length": settings.history_length,
+        "slices": slices,
+        "lengths": sorted(results, key=lambda entry: settings.lengths.index(entry["length"])),
+    }
+
+
+async def _measured(
+    ports: Sequence[int],
+    pids: Sequence[int],
+    length: int,
+    conversations: int,
+    settings: ConversationSettings,
+    nonce: str,
+    database: DatabaseProbe | None,
+) -> _Run:
+    """:func:`_converse`, with what the servers and PostgreSQL spent meanwhile."""
+    if database is not None:
+        database_cpu, transactions = database.cpu(), database.transactions()
+    cpu_before = sum(cpu_seconds(pid) for pid in pids)
+    run = await _converse(ports, length, conversations, settings, nonce)
+    run.cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
+    if database is not None:
+        run.database_cpu, run.transactions = _database_spent(database, database_cpu, transactions)
+    return run
+
+
+def _figures(length: int, conversations: int, run: _Run) -> dict[str, Any]:
+    """What is reported of one length's conversations."""
+    latencies = run.latencies
+    turns = sum(len(values) for values in latencies.values())  # answered ones
+    by_turn = {
+        turn: {
+            "p50_ms": _percentile(latencies[turn], 0.5) * 1e3,
+            "p99_ms": _percentile(latencies[turn], 0.99) * 1e3,
+            "answer_bytes": run.sizes.get(turn, 0),
         }
-        follow_ups = [value for turn in range(2, length + 1) for value in latencies[turn]]
-        results.append(
-            {
-                "length": length,
-                "conversations": conversations,
-                "turns": turns,
-                "failed_turns": len(run.failures),
-                "first_failure": run.failures[0][:300] if run.failures else None,
-                "seconds": run.seconds,
-                "turns_per_s": turns / run.seconds,
-                "cpu_us_per_turn": cpu / turns * 1e6 if turns else math.nan,
-                "follow_up_p50_ms": _percentile(follow_ups, 0.5) * 1e3,
-                "follow_up_p99_ms": _percentile(follow_ups, 0.99) * 1e3,
-                "by_turn": {str(turn): figures for turn, figures in by_turn.items()},
-            }
-        )
-        if database is not None:
-            results[-1].update(_database_figures(database, database_cpu, transactions, turns))
-    return {"history_length": settings.history_length, "lengths": results}
+        for turn in _shown_turns(length)
+    }
+    follow_ups = [value for turn in range(2, length + 1) for value in latencies[turn]]
+    per_turn = (lambda value: value / turns) if turns else (lambda _: math.nan)
+    return {
+        "length": length,
+        "conversations": conversations,
+        "turns": turns,
+        "failed_turns": len(run.failures),
+        "first_failure": run.failures[0][:300] if run.failures else None,
+        "seconds": run.seconds,
+        "turns_per_s": turns / run.seconds,
+        "cpu_us_per_turn": per_turn(run.cpu * 1e6),
+        "follow_up_p50_ms": _percentile(follow_ups, 0.5) * 1e3,
+        "follow_up_p99_ms": _percentile(follow_ups, 0.99) * 1e3,
+        "by_turn": {str(turn): figures for turn, figures in by_turn.items()},
+        "postgres_cpu_us_per_turn": per_turn(run.database_cpu * 1e6),
+        "transactions_per_turn": per_turn(run.transactions),
+    }
 
 
 def run_conversations(
@@ -269,12 +328,24 @@ def conversation_targets(result: dict[str, Any]) -> dict[str, float]:
     return targets
 
 
+def _sliced(results: dict[str, Any]) -> str:
+    done = [entry["result"] for entry in results.values() if entry.get("status") == "ok"]
+    slices = {result.get("slices", 1) for result in done}
+    if slices == {1} or not slices:
+        return ""
+    return (
+        f" Each length ran in {', '.join(map(str, sorted(slices)))} parts, the lengths taking"
+        " turns part by part."
+    )
+
+
 def render_conversations(results: dict[str, Any]) -> list[str]:
     """Markdown for the case: per server, per length, then latency by turn."""
     lines = [
         "16 conversations at once, each a blocking SendMessage per turn (JSON-RPC); turn 1 "
         "creates the task, each later turn continues it. CPU: the server processes', per turn;"
-        " PostgreSQL's: its backends serving the bench's database (— where not measured).",
+        " PostgreSQL's: its backends serving the bench's database (— where not measured)."
+        + _sliced(results),
         "",
         "| server | turns per conversation | turns/s | CPU µs/turn | PostgreSQL CPU µs/turn "
         "| transactions/turn | follow-up p50 ms | follow-up p99 ms | failed turns |",

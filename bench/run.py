@@ -142,6 +142,7 @@ class Settings:
     feed_sends: int
     conversation_turns: int
     conversation_history: int | None
+    conversation_slices: int
     settle_bound_s: float
     push_bound_s: float
     server_core: int | None
@@ -185,6 +186,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--conversation-history",
         type=int,
         help="historyLength every conversation turn sends (default: none)",
+    )
+    parser.add_argument(
+        "--conversation-slices",
+        type=int,
+        default=1,
+        help="run each conversation length in N parts, the lengths taking turns (default 1)",
     )
     parser.add_argument(
         "--baseline",
@@ -239,6 +246,7 @@ def make_settings(args: argparse.Namespace) -> Settings:
         feed_sends=pick(args.feed_sends, 3000, 500),
         conversation_turns=pick(args.conversation_turns, 3200, 1600),
         conversation_history=args.conversation_history,
+        conversation_slices=args.conversation_slices,
         settle_bound_s=10.0 if quick else 20.0,
         push_bound_s=20.0 if quick else 60.0,
         server_core=server_core,
@@ -434,7 +442,9 @@ def run_python_case(case: Case, server: ServerProcess, settings: Settings) -> di
         result = run_feed(server.port, FeedCaseSettings(sends=settings.feed_sends), _nonce())
     elif case.kind == "conversation":
         conversation = ConversationSettings(
-            total_turns=settings.conversation_turns, history_length=settings.conversation_history
+            total_turns=settings.conversation_turns,
+            history_length=settings.conversation_history,
+            slices=settings.conversation_slices,
         )
         result = run_conversations([server.port], [server.pid], conversation, _nonce())
         for length in result["lengths"]:
