@@ -40,7 +40,7 @@ _NAME_FORBIDDEN = re.compile(rb"[\x00-\x20A-Z\x7f-\xff]")
 _VALUE_FORBIDDEN = re.compile(rb"[\x00\n\r]")
 _BLANKS = (0x20, 0x09)
 
-#: h2's own, kept to be put back (tests compare the two).
+#: h2's own, which the tests compare with :func:`reject_illegal_characters`.
 H2_OWN = vars(h2.utilities)["_reject_illegal_characters"]
 
 
@@ -77,8 +77,9 @@ def installed() -> bool:
 def install() -> bool:
     """Put :func:`reject_illegal_characters` in h2's place, on a checked release; whether it is.
 
-    Idempotent. On a release outside :data:`CHECKED_VERSIONS` h2's own check
-    stays (slower, as correct), and a DEBUG line says so.
+    Idempotent; the first install says so in an INFO line of the
+    ``a2a_trio.server`` logger. On a release outside :data:`CHECKED_VERSIONS`
+    h2's own check stays (slower, as correct), and a DEBUG line says so.
     """
     running = version("h2")
     if running not in CHECKED_VERSIONS:
@@ -88,6 +89,12 @@ def install() -> bool:
             ", ".join(CHECKED_VERSIONS),
         )
         return installed()
-    # h2.utilities.validate_headers looks the function up by its global name on each call.
-    setattr(h2.utilities, "_reject_illegal_characters", reject_illegal_characters)  # noqa: B010
+    if not installed():
+        # h2.utilities.validate_headers looks the function up by its global name on each call.
+        setattr(h2.utilities, "_reject_illegal_characters", reject_illegal_characters)  # noqa: B010
+        _log.info(
+            "h2 %s: received header characters checked by a2a_trio.server.h2_header_checks"
+            " (the same checks by regular expression; docs/upstream/h2-header-characters.md)",
+            running,
+        )
     return installed()
