@@ -88,8 +88,10 @@ releases it was written against (:data:`.hypercorn_release.MENDED_VERSIONS`).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 import h11
@@ -109,6 +111,25 @@ __all__ = ["HEADER_TIMEOUT", "MendedH11Protocol", "MendedTCPServer", "install", 
 
 #: Seconds a request line and headers may take (see the module docstring, 4).
 HEADER_TIMEOUT = 10.0
+#: How long the usual clients keep an idle connection (httpx and Node: 5 s). A
+#: server that keeps it no longer closes some under a request sent at that
+#: instant, and no client retries a POST (server/serving.py, KEEP_ALIVE_TIMEOUT).
+CLIENT_KEEP_ALIVE = 5.0
+
+_log = logging.getLogger("a2a_trio.server")
+
+
+@cache
+def _warn_short_keep_alive(seconds: float) -> None:
+    """Say once (per value) that ``keep_alive_timeout`` races the clients' own."""
+    _log.warning(
+        "hypercorn's keep_alive_timeout is %g s, no longer than the clients' idle timeout"
+        " (httpx and Node: %g s): under load the server closes some kept-alive connections"
+        " under a request sent at that instant, and the client sees 'Server disconnected'."
+        " Serve with --keep-alive 75 (docs/deployment.md), as a2a-trio serve does.",
+        seconds,
+        CLIENT_KEEP_ALIVE,
+    )
 
 
 class MendedTCPServer(TCPServer):
@@ -125,6 +146,8 @@ class MendedTCPServer(TCPServer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if self.config.keep_alive_timeout <= CLIENT_KEEP_ALIVE:
+            _warn_short_keep_alive(self.config.keep_alive_timeout)
         self.send_timeout = send_timeout_for(self.app)
         self._idle = _IdleTimer(self._idle_limit, self._initiate_server_close, self.context)
         self.idle_task = self._idle  # type: ignore[assignment]  # hypercorn's calls fit
