@@ -77,9 +77,11 @@ def installed() -> bool:
 def install() -> bool:
     """Put :func:`reject_illegal_characters` in h2's place, on a checked release; whether it is.
 
-    Idempotent; the first install says so in an INFO line of the
-    ``a2a_trio.server`` logger. On a release outside :data:`CHECKED_VERSIONS`
-    h2's own check stays (slower, as correct), and a DEBUG line says so.
+    Idempotent; the first install says so in a DEBUG line of the
+    ``a2a_trio.server`` logger, as does h2's own check staying on a release
+    outside :data:`CHECKED_VERSIONS` (slower, as correct). Not at INFO: a
+    start that fails says one line (``a2a-trio serve``), and the hypercorn
+    mends say nothing either when they apply (docs/deployment.md lists them).
     """
     running = version("h2")
     if running not in CHECKED_VERSIONS:
@@ -92,7 +94,7 @@ def install() -> bool:
     if not installed():
         # h2.utilities.validate_headers looks the function up by its global name on each call.
         setattr(h2.utilities, "_reject_illegal_characters", reject_illegal_characters)  # noqa: B010
-        _log.info(
+        _log.debug(
             "h2 %s: received header characters checked by a2a_trio.server.h2_header_checks"
             " (the same checks by regular expression; docs/upstream/h2-header-characters.md)",
             running,
