@@ -92,9 +92,11 @@ def drive(url: str, hook: WebhookReceiver, executor: ScriptedExecutor, shot: Pat
 
             # Redrive delivers it to a receiver that now answers 200.
             hook.default = Reply(200)
+            # That delivery by its id: ``dead.first`` is looked up again at each
+            # use, and another of the task's four deliveries may die in between.
             delivery_id = dead.first.get_attribute("data-delivery")
-            dead.first.get_by_test_id("redrive").click()
             redriven = deliveries.locator(f'[data-delivery="{delivery_id}"]')
+            redriven.get_by_test_id("redrive").click()
             expect(redriven.get_by_test_id("delivery-state")).to_have_text("delivered")
             expect(redriven.get_by_test_id("attempt")).to_have_count(3)
 
