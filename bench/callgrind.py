@@ -147,7 +147,8 @@ def send_grpc(port: int, count: int, connections: int) -> None:
     asyncio.run(run())
 
 
-def _wait_for_card(port: int, process: subprocess.Popen[bytes]) -> None:
+def wait_for_card(port: int, process: subprocess.Popen[bytes]) -> None:
+    """Until the server on ``port`` answers its card 200; RuntimeError if ``process`` exits."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -201,7 +202,7 @@ def measure(args: argparse.Namespace, code: str | None, out_dir: Path) -> float:
     log = open(out_dir / f"server-{label}.log", "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=log, start_new_session=True)
     try:
-        _wait_for_card(port, process)
+        wait_for_card(port, process)
         connections: int = args.connections
         requests: int = args.requests
 

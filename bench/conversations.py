@@ -228,11 +228,8 @@ async def _measure(
                 runs[length].add(run)
             else:
                 runs[length] = run
-    results = [_figures(length, conversations[length], runs[length]) for length in runs]
-    if database is None:
-        for entry in results:
-            for key in ("postgres_cpu_us_per_turn", "transactions_per_turn"):
-                del entry[key]
+    measured = database is not None
+    results = [_figures(length, conversations[length], runs[length], measured) for length in runs]
     return {
         "history_length": settings.history_length,
         "slices": slices,
@@ -260,8 +257,8 @@ async def _measured(
     return run
 
 
-def _figures(length: int, conversations: int, run: _Run) -> dict[str, Any]:
-    """What is reported of one length's conversations."""
+def _figures(length: int, conversations: int, run: _Run, database: bool) -> dict[str, Any]:
+    """What is reported of one length's conversations (``database``: PostgreSQL's share too)."""
     latencies = run.latencies
     turns = sum(len(values) for values in latencies.values())  # answered ones
     by_turn = {
@@ -274,7 +271,7 @@ def _figures(length: int, conversations: int, run: _Run) -> dict[str, Any]:
     }
     follow_ups = [value for turn in range(2, length + 1) for value in latencies[turn]]
     per_turn = (lambda value: value / turns) if turns else (lambda _: math.nan)
-    return {
+    figures: dict[str, Any] = {
         "length": length,
         "conversations": conversations,
         "turns": turns,
@@ -285,10 +282,12 @@ def _figures(length: int, conversations: int, run: _Run) -> dict[str, Any]:
         "cpu_us_per_turn": per_turn(run.cpu * 1e6),
         "follow_up_p50_ms": _percentile(follow_ups, 0.5) * 1e3,
         "follow_up_p99_ms": _percentile(follow_ups, 0.99) * 1e3,
-        "by_turn": {str(turn): figures for turn, figures in by_turn.items()},
-        "postgres_cpu_us_per_turn": per_turn(run.database_cpu * 1e6),
-        "transactions_per_turn": per_turn(run.transactions),
+        "by_turn": {str(turn): shown for turn, shown in by_turn.items()},
     }
+    if database:
+        figures["postgres_cpu_us_per_turn"] = per_turn(run.database_cpu * 1e6)
+        figures["transactions_per_turn"] = per_turn(run.transactions)
+    return figures
 
 
 def run_conversations(

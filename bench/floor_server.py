@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import cache
 from typing import Any
 
 import trio
@@ -40,7 +41,6 @@ from .common import (
     raise_nofile_limit,
 )
 
-_card: bytes = b""
 _GRPC_ANSWER = frame(
     a2a_pb2.SendMessageResponse(
         task=a2a_pb2.Task(
@@ -66,7 +66,7 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "lifespan.shutdown.complete"})
         return
     if scope["method"] == "GET" and scope["path"] == CARD_PATH:
-        await _answer(send, "application/json", _card)
+        await _answer(send, "application/json", _card(scope["server"][1]))
         return
     body = await _body(receive)
     if scope["http_version"] == "2" and (b"content-type", b"application/grpc") in scope["headers"]:
@@ -84,6 +84,15 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
     else:
         answer = {"jsonrpc": "2.0", "id": document.get("id"), "result": {"task": _TASK}}
         await _answer(send, "application/json", json.dumps(answer).encode())
+
+
+@cache
+def _card(port: int) -> bytes:
+    """The card: the name the wrk script checks, and the GRPC interface on ``port``."""
+    grpc = {"protocolBinding": "GRPC", "protocolVersion": "1.0", "url": f"127.0.0.1:{port}"}
+    return json.dumps(
+        {"name": CARD_NAME, "version": "1.0.0", "supportedInterfaces": [grpc]}
+    ).encode()
 
 
 async def _body(receive: Any) -> bytes:
@@ -117,11 +126,6 @@ def main(argv: list[str]) -> None:
         raise SystemExit("usage: python -m bench.floor_server PORT IGNORED")
     raise_nofile_limit()
     port = int(argv[0])
-    global _card
-    grpc = {"protocolBinding": "GRPC", "protocolVersion": "1.0", "url": f"127.0.0.1:{port}"}
-    _card = json.dumps(
-        {"name": CARD_NAME, "version": "1.0.0", "supportedInterfaces": [grpc]}
-    ).encode()
     hypercorn_h2.install()
     h2_header_checks.install()
     config = Config()

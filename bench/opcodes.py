@@ -32,7 +32,7 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
-from .callgrind import _wait_for_card, load_options, send_grpc, send_http, to_the_client_core
+from .callgrind import load_options, send_grpc, send_http, to_the_client_core, wait_for_card
 from .common import REPO
 from .servers import free_port
 
@@ -81,7 +81,9 @@ def _serve(argv: list[str]) -> None:
         by_function: collections.Counter[tuple[str, str]] = collections.Counter()
         for code, count in counts.items():
             by_function[(code.co_filename, code.co_qualname)] += count
-        Path(out).write_bytes(pickle.dumps(dict(by_function)))
+        part = Path(out + ".part")
+        part.write_bytes(pickle.dumps(dict(by_function)))
+        part.replace(out)  # whole when it appears
 
     signal.signal(signal.SIGUSR1, lambda *_: on.__setitem__(0, True))
     signal.signal(signal.SIGUSR2, stop)
@@ -121,7 +123,7 @@ def measure(args: argparse.Namespace, out_dir: Path) -> dict[tuple[str, str], in
     log = open(out_dir / "server.log", "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=log, start_new_session=True)
     try:
-        _wait_for_card(port, process)
+        wait_for_card(port, process)
 
         def send(count: int) -> None:
             if args.mode == "grpc":
@@ -136,7 +138,6 @@ def measure(args: argparse.Namespace, out_dir: Path) -> dict[tuple[str, str], in
         deadline = time.monotonic() + 60
         while not out.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(0.5)  # written whole
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=60)
