@@ -58,7 +58,8 @@ module's :class:`MendedH2Protocol` removes each:
 Beneath the mends, :class:`.hypercorn_h2_writes.FewerWrites` writes an
 answer in fewer writes: a unary gRPC answer in one (its module docstring);
 and :class:`.hypercorn_h2_turns.SendingTurns` stands for the priority tree,
-a round robin whose cost does not grow with the streams in flight.
+a round robin whose cost does not grow with the streams in flight;
+:mod:`.h2_hpack` gives each connection hpack's blocks for less Python.
 
 :func:`install` puts the class where hypercorn's connections find their
 HTTP/2 protocol; :class:`a2a_trio.A2AApp` installs it when it is built, so
@@ -87,6 +88,7 @@ from hypercorn.protocol.events import EndBody, EndData, StreamClosed, Trailers
 from hyperframe.frame import GoAwayFrame
 from priority.priority import MissingStreamError
 
+from . import h2_hpack
 from .hypercorn_h2_turns import SendingTurns
 from .hypercorn_h2_writes import SENDING_FAULTS, FewerWrites
 from .hypercorn_release import MENDED_VERSIONS, mendable
@@ -158,6 +160,8 @@ class MendedH2Protocol(FewerWrites):
         super().__init__(*args, **kwargs)
         # Whose turn it is to send: a round robin for hypercorn's priority tree.
         self.priority = SendingTurns()  # type: ignore[assignment]
+        # The same header blocks as hpack's, with less Python (on a checked hpack).
+        h2_hpack.install(self.connection)
         self.send_timeout = send_timeout_for(self.app)
         #: Streams whose data waits for the client's window: each one's
         #: deadline, and the bytes it must still send to be clear (fault 6).
