@@ -17,13 +17,13 @@ every connection plan again.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
-from a2a_trio.protocol import TaskState
 from a2a_trio.store.postgres.database import connect
 from a2a_trio.store.postgres.pool_settings import PoolSettings
 from a2a_trio.store.postgres.reading import TASKS_SINCE
@@ -33,7 +33,6 @@ from a2a_trio.store.url import PostgresLocation
 from .postgres import database_of_tasks
 from .writes import AGENT
 
-FINAL = [state.value for state in TaskState if state.is_final]
 KINDS = ["task", "status", "artifact", "message"]
 
 #: Each read, with arguments asking for tasks t-0 and t-1 (and, for the lease, holder
@@ -42,18 +41,14 @@ READS: dict[str, tuple[str, tuple[Any, ...], int]] = {
     "leased": (
         TASKS_LEASED,
         (
-            [AGENT, AGENT],
-            ["t-0", "t-1"],
-            ["alice", "alice"],
-            ["h", "h"],
-            ["token-0", "token-1"],
-            FINAL,
-            [AGENT, AGENT],
-            ["t-0", "t-1"],
+            json.dumps(
+                [[AGENT, "t-0", "alice", "h", "token-0"], [AGENT, "t-1", "alice", "h", "token-1"]]
+            ),
+            json.dumps([[AGENT, "t-0"], [AGENT, "t-1"]]),
         ),
         1,
     ),
-    "by key": (TASKS_BY_KEY, ([AGENT, AGENT], ["t-0", "t-1"]), 1),
+    "by key": (TASKS_BY_KEY, (json.dumps([[AGENT, "t-0"], [AGENT, "t-1"]]),), 1),
     "since": (TASKS_SINCE, (["t-0", "t-1"], AGENT, ["t-0", "t-1"], [0, 0], AGENT, KINDS), 0),
 }
 
