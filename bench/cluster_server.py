@@ -29,6 +29,7 @@ from hypercorn.trio import serve
 
 from a2a_trio import A2AApp, EventQueue, RequestContext, TaskUpdater
 from a2a_trio.push import PushSettings
+from a2a_trio.server.serving import KEEP_ALIVE_TIMEOUT
 
 from .common import TICK_PREFIX, raise_nofile_limit, tick_text
 from .trio_server import BenchExecutor, bench_card
@@ -90,6 +91,7 @@ def main(argv: list[str]) -> None:
     config.bind = [f"127.0.0.1:{port}"]
     config.backlog = 4096
     config.accesslog = None
+    config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT  # as a2a-trio serve and docs/deployment.md
     trio.run(serve, build_app(database, queued=mode == "queued"), config)
 
 

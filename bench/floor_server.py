@@ -31,6 +31,7 @@ from hypercorn.trio import serve
 from a2a_trio.protocol.grpc_wire import frame
 from a2a_trio.protocol.proto import a2a_pb2
 from a2a_trio.server import h2_header_checks, hypercorn_h2
+from a2a_trio.server.serving import KEEP_ALIVE_TIMEOUT
 
 from .common import (
     CARD_NAME,
@@ -132,6 +133,7 @@ def main(argv: list[str]) -> None:
     config.bind = [f"127.0.0.1:{port}"]
     config.backlog = 4096
     config.accesslog = None
+    config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT  # as a2a-trio serve and docs/deployment.md
     trio.run(serve, app, config)
 
 

@@ -5,8 +5,8 @@ SQLite file's path, or a PostgreSQL URL (``postgresql://user@127.0.0.1/db``,
 read as ``A2A_TRIO_DATABASE`` would be, with the store's default pool) -- with
 the bench agent mounted at the root, served by ``hypercorn.trio.serve`` on
 127.0.0.1:PORT. Webhooks to 127.0.0.1 are allowed (the harness's receiver lives
-there); nothing else about the server is tuned. The harness pins this process
-to one core.
+there); its keep-alive is 75 s, as ``a2a-trio serve`` sets it; nothing else about
+the server is tuned. The harness pins this process to one core.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from a2a_trio import (
 from a2a_trio.console import ConsoleSettings, attach_console
 from a2a_trio.echo import EchoExecutor
 from a2a_trio.push import PushSettings
+from a2a_trio.server.serving import KEEP_ALIVE_TIMEOUT
 
 from .common import (
     ASK_PREFIX,
@@ -141,6 +142,7 @@ def main(argv: list[str], executor: AgentExecutor | AsyncioAgentExecutor | None 
     config.bind = [f"127.0.0.1:{port}"]
     config.backlog = 4096  # the streams case opens connections in bursts of hundreds
     config.accesslog = None
+    config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT  # as a2a-trio serve and docs/deployment.md
     trio.run(serve, app, config)
 
 
