@@ -32,13 +32,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .grpc_load import GRPC_CONCURRENCY, grpc_target, run_grpc_load
+from .grpc_load import GRPC_CASE, GRPC_CONCURRENCY, grpc_target, run_grpc_load
 from .run import choose_cores, pinned_to, select_servers
 from .servers import ServerKind, ServerProcess, running_server, with_cpu
 from .wrk import WRK_CASES, WrkCase, run_wrk
 
 #: The gRPC case, run by bench.grpc_load rather than wrk.
-GRPC_CASE = "send-grpc-c16"
 
 WARMUP_S = 2
 

@@ -23,6 +23,8 @@ from .common import CARD_PATH, ECHO_TEXT, PROTOCOL_VERSION, REPO
 
 RESULT_PREFIX = "BENCH_RESULT "
 GRPC_CONCURRENCY = 16
+#: The case's name in ``python -m bench`` and ``bench.alternate``.
+GRPC_CASE = "send-grpc-c16"
 CALL_TIMEOUT_S = 10.0
 METADATA = (("a2a-version", PROTOCOL_VERSION),)
 

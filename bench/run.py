@@ -43,7 +43,7 @@ from typing import Any
 
 from .common import REPO, RESULTS_DIR, raise_nofile_limit
 from .conversations import ConversationSettings, run_conversations
-from .grpc_load import GRPC_CONCURRENCY, grpc_target, run_grpc_load
+from .grpc_load import GRPC_CASE, GRPC_CONCURRENCY, grpc_target, run_grpc_load
 from .postgres import DEFAULT_PG_URL, LocalPostgres, PostgresError
 from .pycases import (
     FeedCaseSettings,
@@ -106,7 +106,7 @@ class Case:
 CASES: tuple[Case, ...] = (
     *(Case(c.name, "wrk", c.title, c.unit, c) for c in WRK_CASES),
     Case(
-        "send-grpc-c16",
+        GRPC_CASE,
         "grpc",
         "SendMessage over gRPC, 16 calls in flight (grpcio's client)",
         "req/s",
