@@ -9,6 +9,9 @@ a connection idle between requests still has the whole keep-alive.
 
 from __future__ import annotations
 
+import json
+import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,3 +75,59 @@ async def test_a_kept_alive_connection_outlives_the_header_timeout(
         assert await answer_status(stream) == b"HTTP/1.1 200 "
         await trio.sleep(3 * HEADER_TIMEOUT)
         assert await answer_status(stream) == b"HTTP/1.1 200 "
+
+
+def cpu_seconds(group: int) -> float:
+    """CPU seconds used so far by the processes of process group ``group``."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+            if int(fields[2]) == group:
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+@pytest.fixture(scope="module")
+def slow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The conformance agent at ``/slow``: ``test-resubscribe-message-id...`` takes 4 s."""
+    directory = tmp_path_factory.mktemp("slow")
+    (directory / "a2a.toml").write_text(
+        f"[server]\nheader_timeout = {HEADER_TIMEOUT}\n\n"
+        '[[agents]]\nname = "slow"\nprefix = "/slow"\n'
+        'executor = "a2a_trio.conformance:ConformanceExecutor"\n'
+        'card = "a2a_trio.conformance:conformance_card"\n'
+    )
+    with ServerProcess.configured_app_served(directory, command=serve_command) as process:
+        yield process
+
+
+async def test_an_answer_slower_than_the_header_timeout_keeps_its_connection(
+    slow_server: ServerProcess,
+) -> None:
+    # The head's timer is stopped while the request is served: a 4 s answer on a
+    # connection whose head was timed to 1 s arrives, and the connection goes on.
+    message = {
+        "messageId": f"test-resubscribe-message-id-{uuid.uuid4().hex}",
+        "role": "ROLE_USER",
+        "parts": [{"text": "slow"}],
+    }
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    ).encode()
+    post = (
+        b"POST /slow/jsonrpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"A2A-Version: 1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    async with await trio.open_tcp_stream("127.0.0.1", slow_server.port) as stream:
+        started, cpu = trio.current_time(), cpu_seconds(slow_server.process.pid)
+        with trio.fail_after(20):
+            assert await answer_status(stream, post) == b"HTTP/1.1 200 "
+        assert trio.current_time() - started > 3 * HEADER_TIMEOUT
+        # ... and its timer waited for it without spinning.
+        assert cpu_seconds(slow_server.process.pid) - cpu < 1.0
+        card = f"GET /slow{CARD_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+        assert await answer_status(stream, card) == b"HTTP/1.1 200 "

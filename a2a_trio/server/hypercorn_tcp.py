@@ -253,6 +253,14 @@ class _IdleTimer:
     disarms it while a request is served; armed, it closes the connection
     when its time is up or when the worker is told to stop, as hypercorn's
     timer task does. :meth:`end` lets its task go with the connection.
+
+    Arming and disarming only note the time that is due: they move the task's
+    deadline only when it must come earlier (a request's head, timed shorter
+    than the wait between requests, or the first arming). A deadline that
+    passes finds the time due moved on, or the timer disarmed, and sets the
+    next; so a connection busy with request after request moves no deadline
+    (each move is a change of trio's deadline heap), the timer wakes once per
+    limit at most.
     """
 
     def __init__(
@@ -264,9 +272,11 @@ class _IdleTimer:
         self._limit = limit
         self._close = close
         self._context = context
-        #: Its task's scope: its deadline is the timer's (inf while disarmed).
+        #: Its task's scope: its deadline is at or before the time due (inf: none).
         self._scope: trio.CancelScope | None = None
         self._armed = False
+        #: When the armed timer runs out.
+        self._due = math.inf
         #: Set when the timer is armed again after the worker was told to stop.
         self._rearmed: trio.Event | None = None
         self._ended = False
@@ -275,19 +285,19 @@ class _IdleTimer:
         """Arm the timer (``action``, hypercorn's timer function, is not needed)."""
         if self._ended:
             return
-        if self._scope is None:
-            self._scope = trio.CancelScope()
-            task_group.spawn(self._run)
         self._armed = True
-        self._scope.deadline = trio.current_time() + self._limit()
+        self._due = trio.current_time() + self._limit()
+        if self._scope is None:
+            self._scope = trio.CancelScope(deadline=self._due)
+            task_group.spawn(self._run)
+        elif self._due < self._scope.deadline:
+            self._scope.deadline = self._due
         if self._rearmed is not None:
             self._rearmed.set()
 
     async def stop(self) -> None:
-        """Disarm the timer: a request is being served."""
+        """Disarm the timer: a request is being served (its deadline, passing, sees it)."""
         self._armed = False
-        if self._scope is not None:
-            self._scope.deadline = math.inf
 
     def end(self) -> None:
         """The connection is over: the timer's task ends, closing nothing."""
@@ -296,19 +306,27 @@ class _IdleTimer:
             self._scope.cancel()
 
     async def _run(self) -> None:
-        assert self._scope is not None
-        with self._scope:
-            terminated = self._context.terminated
-            while True:
-                await terminated.wait()
-                if self._armed:
-                    break
-                # Told to stop while a request is served: close once idle.
-                self._rearmed = trio.Event()
-                await self._rearmed.wait()
-        if not self._ended:
-            with trio.CancelScope(shield=True):
-                await self._close()
+        terminated = self._context.terminated
+        while True:
+            assert self._scope is not None
+            with self._scope:
+                while True:
+                    await terminated.wait()
+                    if self._armed:
+                        break
+                    # Told to stop while a request is served: close once idle.
+                    self._rearmed = trio.Event()
+                    await self._rearmed.wait()
+            if self._ended:
+                return
+            if not self._scope.cancelled_caught:
+                break  # the worker was told to stop while the timer was armed
+            if self._armed and trio.current_time() >= self._due:
+                break  # its time is up
+            # A deadline passed early: the time due moved on, or a request is served.
+            self._scope = trio.CancelScope(deadline=self._due if self._armed else math.inf)
+        with trio.CancelScope(shield=True):
+            await self._close()
 
 
 class MendedH11Protocol(H11Protocol):
