@@ -325,7 +325,14 @@ class Served:
     ended: tuple[int | None, str, str] | None = None
 
     @classmethod
-    def start(cls, cwd: Path, *args: str, command: list[str] = CLI) -> Served:
+    def start(cls, cwd: Path, *args: str, command: list[str] = CLI, tries: int = 3) -> Served:
+        """Serve on a free port, once the server says it listens there.
+
+        A port free when chosen may be bound by another test's server first:
+        this one then exits, address in use, and is started again on another
+        port; the card is asked for only once this server's own "Running on"
+        line names its port, so another server never answers for it.
+        """
         port = free_port()
         # wait() closes them, and every test gets there: by stop(), or the fixture.
         out = tempfile.TemporaryFile("w+")  # noqa: SIM115
@@ -341,16 +348,21 @@ class Served:
             start_new_session=True,
         )
         served = cls(process, f"http://127.0.0.1:{port}", out, err)
+        listening = f"Running on {served.url} "
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while True:
             if process.poll() is not None:
                 _, printed, complaint = served.wait()
+                if "address already in use" in complaint and tries > 1:
+                    return cls.start(cwd, *args, command=command, tries=tries - 1)
                 pytest.fail(f"serve exited with {process.returncode}:\n{printed}{complaint}")
-            try:
-                if httpx.get(served.url + CARD_PATH, timeout=1.0).status_code == 200:
-                    return served
-            except httpx.TransportError:
-                pass
+            # Read without moving the offset the server writes at.
+            if listening in os.pread(err.fileno(), 1 << 20, 0).decode(errors="replace"):
+                try:
+                    if httpx.get(served.url + CARD_PATH, timeout=1.0).status_code == 200:
+                        return served
+                except httpx.TransportError:
+                    pass
             if time.monotonic() > deadline:
                 served.stop()
                 pytest.fail("serve did not answer in time")

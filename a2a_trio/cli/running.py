@@ -143,8 +143,9 @@ def serve(
                     nursery.cancel_scope.cancel()
 
                 nursery.start_soon(watch)
-                await nursery.start(serving)
-                log.info("serving %s on http://%s", ", ".join(app.mounts), bind)
+                served = await nursery.start(serving)
+                # What the socket is bound to: a --bind of port 0 names the port chosen.
+                log.info("serving %s on %s", ", ".join(app.mounts), " ".join(served))
 
     trio.run(serve_until_signalled)
     log.info("stopped")
