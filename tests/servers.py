@@ -31,6 +31,31 @@ def free_port() -> int:
         return port
 
 
+def listens_on(group: int, port: int) -> bool:
+    """Whether a process of session ``group`` holds the socket listening on 127.0.0.1:``port``.
+
+    A port free when chosen may be bound by another test's server first; its
+    card would answer for this one. Linux only, as the suite is.
+    """
+    wanted = f"0100007F:{port:04X}"
+    listening = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1] == wanted and fields[3] == "0A":  # 0A: LISTEN
+            listening.add(f"socket:[{fields[9]}]")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != group:
+                continue
+            if any(os.readlink(fd) in listening for fd in (entry / "fd").iterdir()):
+                return True
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return False
+
+
 def hypercorn_command(
     app: str, port: int, options: tuple[str, ...] = (), *, python: str = sys.executable
 ) -> list[str]:
@@ -194,6 +219,9 @@ class ServerProcess:
                     f"the server exited with {self.process.returncode} before answering:\n"
                     + self.output()
                 )
+            if not listens_on(self.process.pid, self.port):  # not yet, or not this server
+                time.sleep(0.05)
+                continue
             try:
                 response = httpx.get(self.url + CARD_PATH, timeout=1.0, trust_env=False)
             except httpx.TransportError:
