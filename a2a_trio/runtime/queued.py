@@ -22,10 +22,12 @@ import trio
 from .. import telemetry
 from ..protocol import (
     PROTOCOL_VERSION,
+    A2AError,
     InternalError,
     Message,
     SendMessageConfiguration,
     StorageFullError,
+    StorageUnavailableError,
     TaskNotFoundError,
     UnsupportedOperationError,
     error_from_code,
@@ -34,7 +36,7 @@ from ..store import StoredTask
 from ..store.coordination import QueuedExecution, QueuedFinish, QueuedOutcome
 from .backoff import retrying
 from .batches import Batch
-from .executions import Executions
+from .executions import Executions, unanswered
 from .executor import Principal, RequestContext
 from .state import Execution, HostState, LiveTask
 
@@ -378,11 +380,11 @@ class QueuedExecutions:
                     "message": execution.error.message,
                     "reason": execution.error.spec.reason,
                 }
-        except Exception as failure:
-            if not isinstance(failure, TaskNotFoundError):
+        except Exception as failure:  # its reason too: a database away is worth a retry
+            failed = failure if isinstance(failure, A2AError) else unanswered(failure)
+            if not isinstance(failed, TaskNotFoundError | StorageUnavailableError):
                 log.exception("agent %s: queued execution %d failed", host.name, work.id)
-            code = getattr(failure, "code", InternalError.spec.jsonrpc_code)
-            error = {"code": code, "message": getattr(failure, "message", InternalError().message)}
+            error = {"code": failed.code, "message": failed.message, "reason": failed.spec.reason}
         finally:
             try:
                 if again:
