@@ -26,8 +26,9 @@ from a2a_trio.echo import EchoExecutor, echo_card
 from a2a_trio.store.postgres import PoolSettings
 from a2a_trio.store.url import PostgresLocation
 
-from .conftest import LiveServer, live_server, user_message
+from .conftest import VERSION_HEADERS, LiveServer, live_server, user_message
 from .postgres import admin_connect, fresh_database, postgres_url
+from .test_queue_workers import Deployment
 
 FINAL = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED")
 
@@ -145,6 +146,75 @@ async def test_a_database_restart_under_load_loses_no_acknowledged_task_and_leav
         if state == "TASK_STATE_COMPLETED":
             assert stored[task_id][1] == ["task", "status", "artifact", "status"]
     assert all(state in FINAL for state, _ in stored.values())
+
+
+# Serial: a restart ends every worker's PostgreSQL connections (noxfile.py's second pass).
+@pytest.mark.serial
+async def test_a_database_restart_under_queued_load_is_answered_retry_later(
+    tmp_path: Path, postgres: PostgresLocation
+) -> None:
+    # A worker that lost the database under an execution reported the failure's
+    # code without its reason, and its web process answered the client INTERNAL
+    # (1 to 4 clients in a third of runs of one restart): not a retry later.
+    cluster = _cluster()
+    acknowledged: dict[str, str] = {}  # task id -> the state the client was told
+    reasons: list[str] = []
+    restarts = 0
+    with fresh_database(postgres) as location:
+        deployment = Deployment(postgres_url(location), tmp_path)
+        try:
+            deployment.start_web(1)
+            deployment.start_worker()
+            url = deployment.web[0].url
+            async with httpx.AsyncClient(base_url=url, headers=VERSION_HEADERS, timeout=60) as http:
+
+                async def load(worker: int) -> None:
+                    for n in range(600):  # bounded: stops by itself
+                        message = user_message(f"w{worker} n{n}")
+                        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage"}
+                        body["params"] = {"message": message}
+                        try:
+                            answer = (await http.post("/jsonrpc", json=body)).json()
+                        except httpx.HTTPError:
+                            reasons.append("no answer")
+                            continue
+                        if "result" in answer:
+                            task = answer["result"]["task"]
+                            acknowledged[task["id"]] = task["status"]["state"]
+                        else:
+                            reasons.append(answer["error"]["data"][0]["reason"])
+                        if restarts == 3:
+                            return
+
+                async def restart() -> None:
+                    nonlocal restarts
+                    for _ in range(3):  # each once 40 more clients were answered
+                        wanted = len(acknowledged) + 40
+                        while len(acknowledged) < wanted:  # noqa: ASYNC110 (polled: no event)
+                            await trio.sleep(0.01)
+                        await trio.run_process(
+                            [*cluster, "restart", "-m", "fast"], stdout=subprocess.DEVNULL
+                        )
+                        restarts += 1
+
+                with trio.fail_after(180):
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(restart)
+                        for worker in range(6):
+                            nursery.start_soon(load, worker)
+            with trio.fail_after(60):
+                while any(  # noqa: ASYNC110  (the database is polled: nothing here is told)
+                    state not in FINAL for state, _ in stored_tasks(location).values()
+                ):
+                    await trio.sleep(0.2)
+        finally:
+            deployment.stop()
+        stored = stored_tasks(location)
+    assert restarts == 3
+    assert reasons  # some calls met the restarts
+    assert set(reasons) <= {"STORAGE_UNAVAILABLE"}, sorted(set(reasons))
+    for task_id, state in acknowledged.items():
+        assert stored[task_id][0] == state  # every answer stored as it was told
 
 
 async def test_a_statement_that_runs_out_of_time_is_an_internal_error_not_a_hung_request(
