@@ -148,8 +148,7 @@ async def test_a_database_restart_under_load_loses_no_acknowledged_task_and_leav
     assert all(state in FINAL for state, _ in stored.values())
 
 
-# Serial: a restart ends every worker's PostgreSQL connections (noxfile.py's second pass).
-@pytest.mark.serial
+@pytest.mark.serial  # as the test above: it restarts PostgreSQL
 async def test_a_database_restart_under_queued_load_is_answered_retry_later(
     tmp_path: Path, postgres: PostgresLocation
 ) -> None:
