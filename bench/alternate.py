@@ -37,8 +37,6 @@ from .run import choose_cores, pinned_to, select_servers
 from .servers import ServerKind, ServerProcess, running_server, with_cpu
 from .wrk import WRK_CASES, WrkCase, run_wrk
 
-#: The gRPC case, run by bench.grpc_load rather than wrk.
-
 WARMUP_S = 2
 
 
