@@ -43,17 +43,27 @@ def listens_on(group: int, port: int) -> bool:
         fields = line.split()
         if fields[1] == wanted and fields[3] == "0A":  # 0A: LISTEN
             listening.add(f"socket:[{fields[9]}]")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry, _ in session_processes(group):
         try:
-            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != group:
-                continue
             if any(os.readlink(fd) in listening for fd in (entry / "fd").iterdir()):
                 return True
         except OSError:  # gone meanwhile, or not ours to read
             continue
     return False
+
+
+def session_processes(group: int) -> Iterator[tuple[Path, list[str]]]:
+    """Each process of session ``group``: its ``/proc`` entry, and the fields of its
+    ``stat`` after the command's name (pgrp is ``[2]``, utime and stime ``[11]``, ``[12]``)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[2]) == group:
+            yield entry, fields
 
 
 def hypercorn_command(

@@ -58,7 +58,14 @@ from a2a_trio.store.factory import store_at
 from .conftest import user_message
 from .postgres import is_postgres, sqlite_url
 from .postgres import rows as database_rows
-from .servers import CARD_PATH, STARTUP_TIMEOUT, STOP_TIMEOUT, ServerProcess, free_port
+from .servers import (
+    CARD_PATH,
+    STARTUP_TIMEOUT,
+    STOP_TIMEOUT,
+    ServerProcess,
+    free_port,
+    listens_on,
+)
 from .webhooks import Reply, webhook_receiver
 from .writes import create
 
@@ -326,12 +333,13 @@ class Served:
 
     @classmethod
     def start(cls, cwd: Path, *args: str, command: list[str] = CLI, tries: int = 3) -> Served:
-        """Serve on a free port, once the server says it listens there.
+        """Serve on a free port, once the server listens there.
 
         A port free when chosen may be bound by another test's server first:
         this one then exits, address in use, and is started again on another
-        port; the card is asked for only once this server's own "Running on"
-        line names its port, so another server never answers for it.
+        port; the card is asked for only once this server's own session
+        listens on the port (:func:`.servers.listens_on`), so another server
+        never answers for it.
         """
         port = free_port()
         # wait() closes them, and every test gets there: by stop(), or the fixture.
@@ -348,7 +356,6 @@ class Served:
             start_new_session=True,
         )
         served = cls(process, f"http://127.0.0.1:{port}", out, err)
-        listening = f"Running on {served.url} "
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while True:
             if process.poll() is not None:
@@ -356,8 +363,7 @@ class Served:
                 if "address already in use" in complaint and tries > 1:
                     return cls.start(cwd, *args, command=command, tries=tries - 1)
                 pytest.fail(f"serve exited with {process.returncode}:\n{printed}{complaint}")
-            # Read without moving the offset the server writes at.
-            if listening in os.pread(err.fileno(), 1 << 20, 0).decode(errors="replace"):
+            if listens_on(process.pid, port):
                 try:
                     if httpx.get(served.url + CARD_PATH, timeout=1.0).status_code == 200:
                         return served

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from .servers import CARD_PATH, ServerProcess, serve_command
+from .servers import CARD_PATH, ServerProcess, serve_command, session_processes
 from .test_keep_alive import answer_status
 
 HEADER_TIMEOUT = 1.0
@@ -79,16 +79,8 @@ async def test_a_kept_alive_connection_outlives_the_header_timeout(
 
 def cpu_seconds(group: int) -> float:
     """CPU seconds used so far by the processes of process group ``group``."""
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:  # gone meanwhile
-                continue
-            if int(fields[2]) == group:
-                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    ticks = sum(int(fields[11]) + int(fields[12]) for _, fields in session_processes(group))
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 @pytest.fixture(scope="module")
