@@ -375,16 +375,12 @@ class QueuedExecutions:
             elif execution.answer is not None:
                 answer = execution.answer.to_json()
             elif execution.error is not None:
-                error = {
-                    "code": execution.error.code,
-                    "message": execution.error.message,
-                    "reason": execution.error.spec.reason,
-                }
+                error = _recorded(execution.error)
         except Exception as failure:  # its reason too: a database away is worth a retry
             failed = failure if isinstance(failure, A2AError) else unanswered(failure)
             if not isinstance(failed, TaskNotFoundError | StorageUnavailableError):
                 log.exception("agent %s: queued execution %d failed", host.name, work.id)
-            error = {"code": failed.code, "message": failed.message, "reason": failed.spec.reason}
+            error = _recorded(failed)
         finally:
             try:
                 if again:
@@ -461,6 +457,11 @@ class _Early:
     def __init__(self) -> None:
         self.count = 0
         self.done: dict[int, QueuedOutcome | None] = {}
+
+
+def _recorded(error: A2AError) -> dict[str, object]:
+    """``error`` as a queued outcome carries it to the web process (see ``_finish``)."""
+    return {"code": error.code, "message": error.message, "reason": error.spec.reason}
 
 
 def _cut_off(live: LiveTask, execution: Execution) -> bool:
