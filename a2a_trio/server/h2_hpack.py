@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from functools import cache
 from typing import Any
 
 import hpack
@@ -55,7 +56,6 @@ REMEMBERED = 32
 REMEMBERED_BYTES = 1024
 
 _log = logging.getLogger("a2a_trio.server")
-_said: list[bool] = []
 
 #: The static table's entries as the decoder returns them, by their index (1 to 61).
 _STATIC: tuple[Any, ...] = (None, *(HeaderTuple(*entry) for entry in HeaderTable.STATIC_TABLE))
@@ -195,6 +195,23 @@ def checked() -> bool:
     return hpack.__version__ in CHECKED_VERSIONS
 
 
+@cache
+def _say_which(running: str) -> None:
+    """Say once whether connections get these classes (a DEBUG line, see :func:`install`)."""
+    if running in CHECKED_VERSIONS:
+        _log.debug(
+            "hpack %s: header blocks by a2a_trio.server.h2_hpack (the same blocks, less"
+            " Python; docs/upstream/hpack-repeated-blocks.md)",
+            running,
+        )
+    else:
+        _log.debug(
+            "hpack %s: its own encoder and decoder stay (%s checked)",
+            running,
+            ", ".join(CHECKED_VERSIONS),
+        )
+
+
 def install(connection: Any) -> bool:
     """Give the new h2 ``connection`` a :class:`RememberingEncoder` and a
     :class:`QuickDecoder` with its own settings, on a checked hpack; whether it did.
@@ -203,21 +220,7 @@ def install(connection: Any) -> bool:
     first call says which in a DEBUG line of the ``a2a_trio.server`` logger
     (not INFO, as the hypercorn mends say nothing when they apply).
     """
-    running = hpack.__version__
-    if not _said:
-        _said.append(True)
-        if checked():
-            _log.debug(
-                "hpack %s: header blocks by a2a_trio.server.h2_hpack (the same blocks, less"
-                " Python; docs/upstream/hpack-repeated-blocks.md)",
-                running,
-            )
-        else:
-            _log.debug(
-                "hpack %s: its own encoder and decoder stay (%s checked)",
-                running,
-                ", ".join(CHECKED_VERSIONS),
-            )
+    _say_which(hpack.__version__)
     if not checked():
         return False
     old_encoder, old_decoder = connection.encoder, connection.decoder
