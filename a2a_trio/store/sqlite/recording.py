@@ -3,7 +3,7 @@
 :func:`write_round` is the one unit of work behind
 :meth:`SqliteStore.record <a2a_trio.store.sqlite.SqliteStore.record>`, run
 inside the transaction :class:`.database.Database` opens for it, on the trio
-thread or a worker thread; each share in a savepoint of its own.
+thread or a worker thread; each share all or nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from ..space import is_disk_full
 __all__ = ["WrittenRound", "history_rows", "insert_push_config", "round_chars", "write_round"]
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: made for each request, where a frozen dataclass's __init__ costs
+# two and a half times as much (see a2a_trio.store.rounds). Never changed once made.
+@dataclass(slots=True)
 class WrittenRound:
     """What :func:`write_round` did: one outcome per share, and the characters it wrote."""
 
@@ -43,24 +45,53 @@ def write_round(
     outcome holds the error; a full disk is raised (no share can be stored).
     """
     now = order_key(utcnow())
+    # Usually every share can be stored: all of them under one savepoint, opened
+    # before the transaction has touched a page. A savepoint for each share would
+    # copy each page the shares before it touched into SQLite's sub-journal (a
+    # temporary file for each round): seven more writes a SendMessage at c=16.
+    conn.execute("SAVEPOINT round")
+    try:
+        stored = [_write_one(conn, share, now, round, box, caps) for share in round.shares]
+    except Exception as error:
+        if is_disk_full(error):
+            raise  # no share of the round can be stored: the transaction fails
+        conn.execute("ROLLBACK TO round")
+        conn.execute("RELEASE round")
+        return _write_each(conn, round, box, caps, now)
+    conn.execute("RELEASE round")
+    return WrittenRound([ShareOutcome(queued) for queued, _ in stored], sum(c for _, c in stored))
+
+
+def _write_each(
+    conn: sqlite3.Connection, round: Round, box: SecretBox, caps: OutboxCaps, now: str
+) -> WrittenRound:
+    """A share could not be stored: each in a savepoint of its own, so that the others are."""
     outcomes: list[ShareOutcome] = []
     chars = 0
     for share in round.shares:
         conn.execute("SAVEPOINT share")
         try:
-            snapshot = share.events[-1].snapshot.to_json() if share.events else ""
-            chars += len(snapshot) + sum(len(e.payload) for e in share.events)
-            queued = _write_share(conn, share, snapshot, now, round, box, caps)
+            queued, written = _write_one(conn, share, now, round, box, caps)
         except Exception as error:
             if is_disk_full(error):
-                raise  # no share of the round can be stored: the transaction fails
+                raise
             conn.execute("ROLLBACK TO share")
             conn.execute("RELEASE share")
             outcomes.append(ShareOutcome(error=error))
             continue
         conn.execute("RELEASE share")
         outcomes.append(ShareOutcome(queued))
+        chars += written
     return WrittenRound(outcomes, chars)
+
+
+def _write_one(
+    conn: sqlite3.Connection, share: Share, now: str, round: Round, box: SecretBox, caps: OutboxCaps
+) -> tuple[int, int]:
+    """Write ``share``: the notifications it queued and the characters it wrote."""
+    snapshot = share.events[-1].snapshot.to_json() if share.events else ""
+    queued = _write_share(conn, share, snapshot, now, round, box, caps)
+    return queued, len(snapshot) + sum(len(e.payload) for e in share.events)
 
 
 def _write_share(
