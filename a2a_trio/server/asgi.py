@@ -291,7 +291,7 @@ class ProtocolRequest:
                 return
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EventStreamBody:
     """An SSE body: each event rendered by ``render(event, its JSON text)``, with keep-alives.
 
@@ -306,7 +306,9 @@ class EventStreamBody:
     render_error: Callable[[A2AError], str]
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: made for each request, where a frozen dataclass's __init__ costs
+# two and a half times as much (see a2a_trio.store.rounds). Never changed once made.
+@dataclass(slots=True)
 class ProtocolResponse:
     """A response of the protocol routes: a complete body, or an event stream."""
 

@@ -6,6 +6,11 @@ the result here: one :class:`Share` per task. A store applies a whole
 :class:`Round` in one transaction (:meth:`a2a_trio.store.Store.record`),
 each share all or nothing, so nothing in this module does I/O and every
 backend stores exactly the same thing.
+
+Its records are plain slotted dataclasses, not frozen ones: several are made
+for each SendMessage, and a frozen dataclass's ``__init__`` (one
+``object.__setattr__`` call a field) costs two and a half times as much.
+Nothing changes a record once made.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ class LeaseHeld(Exception):
     """
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NewTask:
     """The share creates its task: who owns it, and a webhook config sent with the message."""
 
@@ -60,7 +65,7 @@ class NewTask:
     lease: tuple[str, str] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EventWrite:
     """One event for the log, and the task as it stands after it."""
 
@@ -70,7 +75,7 @@ class EventWrite:
     snapshot: Task
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReceiptWrite:
     """What a SendMessage started, kept for a retry whose answer was lost (spec 3.3.1)."""
 
@@ -131,7 +136,7 @@ class Round:
     limits: Limits = field(default_factory=Limits)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ShareOutcome:
     """What became of one share: notifications queued, or why it was rolled back."""
 
