@@ -16,8 +16,9 @@ ratio within a round compares the two servers at one moment.
 ``--baseline DIR`` puts ``NAME@base`` before every a2a-trio server named,
 importing the ``a2a_trio`` package found in ``DIR`` (``run.select_servers``, as
 ``python -m bench`` does): the first server is then the baseline. Prints a line
-per server (median CPU µs per response, the runs, median req/s) and, by round,
-the first server's CPU over each other's, with their median.
+per server (median CPU µs per response, the runs, the median of its system
+part, median req/s) and, by round, the first server's CPU over each other's,
+with their median.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [(kind.name, name) for name in names for kind in kinds]
     cpu: dict[tuple[str, str], list[float]] = {pair: [] for pair in pairs}
     rates: dict[tuple[str, str], list[float]] = {pair: [] for pair in pairs}
+    system: dict[tuple[str, str], list[float]] = {pair: [] for pair in pairs}
     with tempfile.TemporaryDirectory(prefix="bench-alternate-") as work, ExitStack() as stack:
         servers = {
             kind.name: stack.enter_context(running_server(kind, Path(work), "alt", server_core))
@@ -103,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                 if run["bad"] or not server.alive():
                     raise SystemExit(f"{pair}: bad answers or exited: {run}")
                 cpu[pair].append(run["cpu_us_per_good"])
+                system[pair].append(run["system_us_per_good"])
                 rates[pair].append(run["good_rps"])
     print(f"{', '.join(names)}, {args.rounds} rounds of {args.duration} s, alternated")
     for pair in pairs:
@@ -110,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         unit = "calls/s" if cases[pair[1]] is None else cases[pair[1]].unit  # type: ignore[union-attr]
         print(
             f"{pair[0]} {pair[1]}: {statistics.median(runs):,.0f} µs CPU a response"
-            f" (runs {', '.join(f'{value:,.0f}' for value in runs)}),"
+            f" (runs {', '.join(f'{value:,.0f}' for value in runs)};"
+            f" of it system {statistics.median(system[pair]):,.0f}),"
             f" {statistics.median(rates[pair]):,.0f} {unit}"
         )
     first = kinds[0].name

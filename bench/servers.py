@@ -31,7 +31,7 @@ from typing import IO, Any, Literal
 
 import httpx
 
-from .common import CARD_PATH, REPO, cpu_seconds, rss_kib
+from .common import CARD_PATH, REPO, cpu_times, rss_kib
 from .postgres import LocalPostgres
 
 __all__ = [
@@ -327,12 +327,16 @@ def on_baseline(kind: ServerKind, baseline: Path) -> ServerKind:
 def with_cpu(server: ServerProcess, load: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """``load()``'s result with the server process's CPU during it, per verified response.
 
-    ``load`` returns a wrk-style result (``good_rps``, ``duration_s``).
+    ``load`` returns a wrk-style result (``good_rps``, ``duration_s``); the system
+    part of the CPU (the kernel's, for the server's calls) is also given apart.
     """
-    before = cpu_seconds(server.pid)
+    user_before, system_before = cpu_times(server.pid)
     run = load()
-    cpu = cpu_seconds(server.pid) - before
+    user_after, system_after = cpu_times(server.pid)
+    cpu = user_after - user_before + system_after - system_before
     run["cpu_s"] = cpu
     good = run["good_rps"] * run["duration_s"]
     run["cpu_us_per_good"] = cpu / good * 1e6 if good else float("nan")
+    system = system_after - system_before
+    run["system_us_per_good"] = system / good * 1e6 if good else float("nan")
     return run
