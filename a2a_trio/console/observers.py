@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Literal
 
 from ..store import Notification, Share
@@ -19,23 +20,32 @@ __all__ = ["EventRate", "Fanout", "Rate"]
 
 log = logging.getLogger("a2a_trio.console")
 
+#: The hooks of :class:`~a2a_trio.store.observer.Observer` a fan-out passes on.
+_HOOKS = ("committed", "attempted", "execution_started", "execution_ended")
+
 
 class Fanout(Observer):
     """Tells every observer, and keeps a failing one from reaching the recorder's loop."""
 
     def __init__(self, *observers: Observer) -> None:
-        self._observers = list(observers)
+        #: Each hook's methods to call: an observer's own, not the base's that do
+        #: nothing (several are told of each request, and most hear only some hooks).
+        self._hooks: dict[str, list[Callable[..., None]]] = {hook: [] for hook in _HOOKS}
+        for observer in observers:
+            self.add(observer)
 
     def add(self, observer: Observer) -> None:
         """Tell ``observer`` too, from now on."""
-        self._observers.append(observer)
+        for hook, methods in self._hooks.items():
+            if getattr(type(observer), hook) is not getattr(Observer, hook):
+                methods.append(getattr(observer, hook))
 
-    def _each(self, method: str, *args: Any) -> None:
-        for observer in self._observers:
+    def _each(self, hook: str, *args: Any) -> None:
+        for method in self._hooks[hook]:
             try:
-                getattr(observer, method)(*args)
+                method(*args)
             except Exception:
-                log.exception("console: %s.%s failed", type(observer).__name__, method)
+                log.exception("console: %s failed", method.__qualname__)
 
     def committed(self, agent: str, share: Share, owner: str | None, seconds: float) -> None:
         """Tell every observer of a committed round of events."""
