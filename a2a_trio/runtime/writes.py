@@ -167,11 +167,17 @@ class TaskWrites:
         history = [context.message] if context.message else []
         history += [m for m in task.history or [] if m not in history]
         history = kept_history(history, self.settings.limits)
-        task = task.model_copy(
-            update={"context_id": context.context_id, "status": status, "history": None}
-        )
         # The first event carries the opening history; the task as stored
         # does not (its history is read from the log, see store.history).
+        # The task _ensure_created makes is as stored already: not copied.
+        if (
+            task.context_id != context.context_id
+            or task.status is not status
+            or task.history is not None
+        ):
+            task = task.model_copy(
+                update={"context_id": context.context_id, "status": status, "history": None}
+            )
         response = StreamResponse(task=task.model_copy(update={"history": history or None}))
         payload = response.to_json()
         configuration = context.configuration
