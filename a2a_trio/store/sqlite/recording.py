@@ -45,10 +45,9 @@ def write_round(
     outcome holds the error; a full disk is raised (no share can be stored).
     """
     now = order_key(utcnow())
-    # Usually every share can be stored: all of them under one savepoint, opened
-    # before the transaction has touched a page. A savepoint for each share would
-    # copy each page the shares before it touched into SQLite's sub-journal (a
-    # temporary file for each round): seven more writes a SendMessage at c=16.
+    # Usually every share can be stored: all of them under one savepoint. One
+    # for each share would copy each page the shares before it had touched into
+    # SQLite's sub-journal, a temporary file: five more writes a SendMessage at c=16.
     conn.execute("SAVEPOINT round")
     try:
         stored = [_write_one(conn, share, now, round, box, caps) for share in round.shares]
