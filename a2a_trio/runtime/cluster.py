@@ -48,6 +48,10 @@ __all__ = ["Cluster", "ClusterMember", "ClusterWatcher", "new_token"]
 
 log = logging.getLogger("a2a_trio.cluster")
 
+#: How long the rows of queued executions heard here wait to be deleted with
+#: the next ones (a lease to let go takes them along at once).
+HEARD_ROWS_WAIT = 0.05
+
 
 def new_token() -> str:
     """A lease token: one per execution or cancel that holds a task."""
@@ -120,6 +124,8 @@ class Cluster:
         #: Queued executions whose outcome this process heard, to delete.
         self._heard: list[int] = []
         self._release_wanted = trio.Event()
+        #: Set with each lease to let go (a queued row heard alone may wait).
+        self._lease_wanted = trio.Event()
         self._released = trio.Event()
         #: Whether the wake-up connection is listening (readiness).
         self.listening = False
@@ -200,6 +206,7 @@ class Cluster:
         """Let a lease go soon (batched with the others let go meanwhile)."""
         self._to_release.append(token)
         self._release_wanted.set()
+        self._lease_wanted.set()
 
     def heard(self, execution_id: int) -> None:
         """This process has the outcome of the queued execution: its row may go
@@ -221,6 +228,13 @@ class Cluster:
             await self._release_wanted.wait()
             # Taken back meanwhile (withdraw_release), there may be none left.
             self._release_wanted = trio.Event()
+            if not self._to_release:
+                # Only queued rows heard: nobody waits for them to go, so they
+                # go together, a transaction for many SendMessages (a web
+                # process hears one at each answer) unless a lease comes first.
+                with trio.move_on_after(HEARD_ROWS_WAIT):
+                    await self._lease_wanted.wait()
+            self._lease_wanted = trio.Event()
             # The executions ending in this scheduling pass join the batch.
             await trio.lowlevel.checkpoint()
             await self._flush_releases()
