@@ -103,8 +103,7 @@ _JSONRPC_ALIASES = {"ListTaskPushNotificationConfig": Operation.LIST_PUSH_CONFIG
 _METHOD_NAMES = frozenset(operation.value for operation in Operation)
 
 
-# Not frozen: made for each request, where a frozen dataclass's __init__ costs
-# two and a half times as much (see a2a_trio.store.rounds). Never changed once made.
+# Not frozen, as the records of a round are not: made for each request (see store.rounds).
 @dataclass(slots=True)
 class Call:
     """One resolved operation with its validated request."""

@@ -46,8 +46,7 @@ __all__ = ["CREDENTIALS_KEY", "Messages", "new_id"]
 log = logging.getLogger("a2a_trio.runtime")
 
 
-# Not frozen: made for each request, where a frozen dataclass's __init__ costs
-# two and a half times as much (see a2a_trio.store.rounds). Never changed once made.
+# Not frozen, as the records of a round are not: made for each request (see store.rounds).
 @dataclass(slots=True)
 class Admission:
     """A SendMessage as it asks to be admitted: what each step of the admission reads."""

@@ -306,8 +306,7 @@ class EventStreamBody:
     render_error: Callable[[A2AError], str]
 
 
-# Not frozen: made for each request, where a frozen dataclass's __init__ costs
-# two and a half times as much (see a2a_trio.store.rounds). Never changed once made.
+# Not frozen, as the records of a round are not: made for each request (see store.rounds).
 @dataclass(slots=True)
 class ProtocolResponse:
     """A response of the protocol routes: a complete body, or an event stream."""

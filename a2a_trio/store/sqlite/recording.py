@@ -25,8 +25,7 @@ from ..space import is_disk_full
 __all__ = ["WrittenRound", "history_rows", "insert_push_config", "round_chars", "write_round"]
 
 
-# Not frozen: made for each request, where a frozen dataclass's __init__ costs
-# two and a half times as much (see a2a_trio.store.rounds). Never changed once made.
+# Not frozen, as the records of a round are not: made for each request (see store.rounds).
 @dataclass(slots=True)
 class WrittenRound:
     """What :func:`write_round` did: one outcome per share, and the characters it wrote."""
